@@ -1,0 +1,12 @@
+// Subcommands of the talaria CLI. Each Add* registers a subcommand on the app;
+// its callback runs the command and may throw InputError, which main reports.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace talaria::cli {
+
+void AddTraceCommand(CLI::App& app);
+void AddProfileCommand(CLI::App& app);
+
+}  // namespace talaria::cli

@@ -1,0 +1,4 @@
+#include "commands.h"
+namespace talaria::cli {
+void AddProfileCommand(CLI::App&) {}
+}

@@ -1,0 +1,44 @@
+// Summary statistics with the paper's percentile definition (§5.1): for N
+// observations, p_q is the observation at 1-based rank ceil(q*N/100), with
+// rank clamped to [1, N]. No interpolation, so every reported percentile is a
+// value that was actually observed.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace talaria {
+
+// 1-based nearest rank of p_q among n observations. REQUIRES: n > 0, 0 <= q <= 100.
+std::size_t NearestRankIndex(std::size_t n, double q);
+
+// p_q of `sorted` (ascending). REQUIRES: !sorted.empty(), 0 <= q <= 100.
+double NearestRank(std::span<const double> sorted, double q);
+
+// A bag of observations; sorts once, lazily, when a percentile is asked for.
+// Not synchronized.
+class Sample {
+ public:
+  void Add(double x);
+  void Reserve(std::size_t n) { values_.reserve(n); }
+
+  std::size_t count() const { return values_.size(); }
+  bool empty() const { return values_.empty(); }
+
+  // REQUIRES: !empty().
+  double Percentile(double q) const;
+  double Min() const;
+  double Max() const;
+  double Mean() const;
+  // Fraction of observations strictly greater than `x`; 0 when empty.
+  double FractionAbove(double x) const;
+
+ private:
+  void Sort() const;
+
+  mutable std::vector<double> values_;
+  mutable bool sorted_ = true;
+};
+
+}  // namespace talaria

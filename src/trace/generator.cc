@@ -1,0 +1,304 @@
+#include "trace/generator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace talaria {
+namespace {
+
+constexpr double kZ95 = 1.6448536269514722;  // standard normal 95th percentile
+
+// Every fixed-replay task has at least this many calls, so the routing
+// subset (the first four calls of each session) is complete.
+constexpr std::int32_t kMinTaskCalls = 4;
+
+double RoundMs(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
+
+std::uint64_t TokenSeed(std::uint64_t seed, std::uint64_t index) {
+  return Mix64(seed ^ Mix64(index + 0x5eed)) & kMaxTokenSeed;
+}
+
+// The shape of one session, model-independent.
+struct CallShape {
+  std::int64_t prompt = 0;
+  std::int64_t prefix = 0;
+  std::int64_t output = 0;
+  double gap_s = 0.0;  // tool gap before this call (unused for call 0)
+};
+
+std::int64_t Clamp(double x, std::int64_t lo, std::int64_t hi) {
+  return std::clamp(static_cast<std::int64_t>(std::llround(x)), lo, hi);
+}
+
+std::vector<CallShape> GenerateShape(Rng& rng, std::int32_t calls, const GeneratorOptions& o) {
+  const double gap_sigma = std::log(o.gap_p95_s / o.gap_p50_s) / kZ95;
+  std::vector<CallShape> shape(static_cast<std::size_t>(calls));
+  const double tool_result_p50 =
+      o.tool_result_p50_tokens * rng.LogNormal(1.0, o.session_growth_sigma);
+  std::int64_t previous_context = 0;
+  for (std::int32_t k = 0; k < calls; ++k) {
+    CallShape& c = shape[static_cast<std::size_t>(k)];
+    c.output = Clamp(rng.LogNormal(o.output_p50_tokens, o.output_sigma), 1, o.output_max_tokens);
+    if (k == 0) {
+      c.prompt = Clamp(rng.LogNormal(o.first_prompt_p50_tokens, o.first_prompt_sigma), 256,
+                       o.max_context_tokens / 2);
+    } else {
+      const double u = rng.Uniform();
+      const double half = static_cast<double>(previous_context) / 2.0;
+      if (u < o.full_reuse_probability) {
+        c.prefix = previous_context;
+      } else if (u < o.reuse_over_half_probability) {
+        c.prefix = static_cast<std::int64_t>(std::floor(half)) + 1 +
+                   static_cast<std::int64_t>(rng.Uniform() * (half - 1.0));
+      } else {
+        c.prefix = static_cast<std::int64_t>(rng.Uniform(0.05, 0.5) * half * 2.0);
+      }
+      const std::int64_t added =
+          Clamp(rng.LogNormal(tool_result_p50, o.tool_result_sigma), 16,
+                o.tool_result_max_tokens);
+      if (c.prefix + added + c.output > o.max_context_tokens) {
+        // Compaction: the agent keeps a summary-sized part of its history.
+        c.prefix = static_cast<std::int64_t>(rng.Uniform(0.05, 0.3) *
+                                             static_cast<double>(previous_context));
+      }
+      c.prefix = std::clamp<std::int64_t>(c.prefix, 0, previous_context);
+      c.prompt = c.prefix + added;
+      if (rng.Bernoulli(k == 1 ? o.env_start_probability : 0.0)) {
+        c.gap_s = rng.Uniform(o.env_start_min_s, o.env_start_max_s);
+      } else if (rng.Bernoulli(o.long_gap_probability)) {
+        c.gap_s = rng.Uniform(o.long_gap_min_s, o.long_gap_max_s);
+      } else {
+        c.gap_s = rng.LogNormal(o.gap_p50_s, gap_sigma);
+      }
+      c.gap_s = std::max(0.001, RoundMs(c.gap_s));
+    }
+    c.output = std::max<std::int64_t>(1, std::min(c.output, o.max_context_tokens - c.prompt));
+    previous_context = c.prompt + c.output;
+  }
+  return shape;
+}
+
+void AppendSession(Trace& trace, const std::string& session_id, const std::string& model,
+                   const std::string& task, std::uint64_t token_seed, double start_s,
+                   const std::vector<CallShape>& shape, double gap_cap_s) {
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    TraceCall c;
+    c.session_id = session_id;
+    c.call_index = static_cast<std::int32_t>(k);
+    c.model = model;
+    c.prompt_tokens = shape[k].prompt;
+    c.prefix_tokens = shape[k].prefix;
+    c.output_tokens = shape[k].output;
+    c.gap_s = k == 0 ? start_s : shape[k].gap_s;
+    if (k > 0 && gap_cap_s > 0 && c.gap_s > gap_cap_s) {
+      c.gap_uncapped_s = c.gap_s;
+      c.gap_s = gap_cap_s;
+    }
+    c.token_seed = token_seed;
+    c.task = task;
+    trace.calls.push_back(std::move(c));
+  }
+}
+
+std::size_t ZipfPick(Rng& rng, std::size_t n, double s) {
+  double total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += 1.0 / std::pow(static_cast<double>(i + 1), s);
+  double u = rng.Uniform() * total;
+  for (std::size_t i = 0; i < n; ++i) {
+    u -= 1.0 / std::pow(static_cast<double>(i + 1), s);
+    if (u < 0) return i;
+  }
+  return n - 1;
+}
+
+std::vector<double> SessionStarts(Rng& rng, std::size_t n, double rate_per_s) {
+  std::vector<double> starts(n, 0.0);
+  double t = 0;
+  for (std::size_t i = 0; i < n && rate_per_s > 0; ++i) {
+    if (i > 0) t += rng.Exponential(1.0 / rate_per_s);
+    starts[i] = RoundMs(t);
+  }
+  return starts;
+}
+
+void CheckOptions(const GeneratorOptions& o) {
+  ProblemList p;
+  if (o.sessions < 1) p.Add("--sessions", "must be at least 1");
+  if (o.models.empty()) p.Add("--models", "needs at least one model");
+  for (const auto& m : o.models) {
+    if (m.empty()) p.Add("--models", "contains an empty model name");
+  }
+  if (o.zipf_s < 0) p.Add("--zipf", "must be >= 0");
+  if (o.session_rate_per_s < 0) p.Add("--session-rate", "must be >= 0");
+  if (o.gap_cap_s < 0) p.Add("--gap-cap", "must be >= 0");
+  if (o.gap_p50_s <= 0 || o.gap_p95_s < o.gap_p50_s) p.Add("gaps", "need 0 < p50 <= p95");
+  if (o.long_gap_probability < 0 || o.long_gap_probability > 1) {
+    p.Add("--long-gap-probability", "must be in [0, 1]");
+  }
+  if (o.full_reuse_probability > o.reuse_over_half_probability ||
+      o.reuse_over_half_probability > 1 || o.full_reuse_probability < 0) {
+    p.Add("reuse", "need 0 <= full_reuse_probability <= reuse_over_half_probability <= 1");
+  }
+  if (o.max_context_tokens < 1024) p.Add("--max-context", "must be at least 1024 tokens");
+  p.ThrowIfAny();
+}
+
+}  // namespace
+
+LogQuantileCurve::LogQuantileCurve(std::vector<QuantilePoint> points)
+    : points_(std::move(points)) {
+  TALARIA_CHECK(points_.size() >= 2 && points_.front().q == 0.0 && points_.back().q == 1.0,
+                "quantile anchors must span q=0..1");
+  for (std::size_t i = 1; i < points_.size(); ++i) {
+    TALARIA_CHECK(points_[i].q > points_[i - 1].q && points_[i].value >= points_[i - 1].value &&
+                      points_[i - 1].value > 0,
+                  "quantile anchors must increase");
+  }
+}
+
+double LogQuantileCurve::At(double u) const {
+  u = std::clamp(u, 0.0, 1.0);
+  auto hi = std::upper_bound(points_.begin(), points_.end(), u,
+                             [](double x, const QuantilePoint& p) { return x < p.q; });
+  if (hi == points_.end()) return points_.back().value;
+  auto lo = hi - 1;
+  const double t = (u - lo->q) / (hi->q - lo->q);
+  return std::exp(std::log(lo->value) + t * (std::log(hi->value) - std::log(lo->value)));
+}
+
+Trace GenerateSessions(const GeneratorOptions& o) {
+  CheckOptions(o);
+  Rng rng(o.seed);
+  const LogQuantileCurve depth(o.calls_per_session);
+  const auto starts = SessionStarts(rng, static_cast<std::size_t>(o.sessions), o.session_rate_per_s);
+  Trace trace;
+  for (std::int32_t i = 0; i < o.sessions; ++i) {
+    Rng session_rng = rng.Fork(static_cast<std::uint64_t>(i));
+    const std::string& model = o.models[ZipfPick(session_rng, o.models.size(), o.zipf_s)];
+    const auto calls = static_cast<std::int32_t>(std::llround(depth.At(session_rng.Uniform())));
+    char id[32];
+    std::snprintf(id, sizeof id, "s%04d", i);
+    AppendSession(trace, id, model, "", TokenSeed(o.seed, static_cast<std::uint64_t>(i)),
+                  starts[static_cast<std::size_t>(i)], GenerateShape(session_rng, calls, o),
+                  o.gap_cap_s);
+  }
+  return trace;
+}
+
+Trace GenerateFixedReplay(const GeneratorOptions& o, std::int32_t tasks,
+                          std::int32_t calls_per_model) {
+  CheckOptions(o);
+  if (tasks < 1 || calls_per_model < kMinTaskCalls * tasks) {
+    throw InputError("--tasks", "need at least one task and four calls per task");
+  }
+  Rng rng(o.seed);
+  const LogQuantileCurve depth(o.calls_per_session);
+  // Draw task depths, then scale them to the exact total (largest remainder).
+  std::vector<double> raw(static_cast<std::size_t>(tasks));
+  for (auto& d : raw) d = depth.At(rng.Uniform());
+  const double scale = calls_per_model / std::accumulate(raw.begin(), raw.end(), 0.0);
+  std::vector<std::int32_t> counts(raw.size());
+  std::vector<std::pair<double, std::size_t>> remainders;
+  std::int32_t assigned = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const double x = std::max<double>(kMinTaskCalls, raw[i] * scale);
+    counts[i] = static_cast<std::int32_t>(std::floor(x));
+    assigned += counts[i];
+    remainders.emplace_back(x - counts[i], i);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t j = 0; assigned != calls_per_model; j = (j + 1) % remainders.size()) {
+    auto& c = counts[remainders[j].second];
+    if (assigned < calls_per_model) {
+      ++c, ++assigned;
+    } else if (c > kMinTaskCalls) {
+      --c, --assigned;
+    }
+  }
+  Trace trace;
+  for (std::int32_t t = 0; t < tasks; ++t) {
+    Rng task_rng = rng.Fork(static_cast<std::uint64_t>(t));
+    const auto shape = GenerateShape(task_rng, counts[static_cast<std::size_t>(t)], o);
+    char task[32];
+    std::snprintf(task, sizeof task, "task-%02d", t + 1);
+    for (const auto& model : o.models) {
+      AppendSession(trace, std::string(task) + "/" + model, model, task,
+                    TokenSeed(o.seed, static_cast<std::uint64_t>(t)), 0.0, shape, o.gap_cap_s);
+    }
+  }
+  return trace;
+}
+
+Trace RoutingSubset(const Trace& fixed, std::int32_t calls_per_session,
+                    const std::vector<std::pair<std::string, std::string>>& model_map,
+                    double session_rate_per_s, std::uint64_t seed) {
+  std::unordered_map<std::string, std::string> rename(model_map.begin(), model_map.end());
+  const auto sessions = GroupSessions(fixed);
+  Rng rng(seed);
+  const auto starts = SessionStarts(rng, sessions.size(), session_rate_per_s);
+  Trace trace;
+  for (std::size_t s = 0; s < sessions.size(); ++s) {
+    const auto& calls = sessions[s].calls;
+    const auto n = std::min<std::size_t>(calls.size(), static_cast<std::size_t>(calls_per_session));
+    for (std::size_t k = 0; k < n; ++k) {
+      TraceCall c = fixed.calls[calls[k]];
+      if (auto it = rename.find(c.model); it != rename.end()) {
+        const std::string from = c.model;
+        c.model = it->second;
+        const auto pos = c.session_id.rfind(from);
+        if (pos != std::string::npos) c.session_id.replace(pos, from.size(), c.model);
+      }
+      if (k == 0) c.gap_s = starts[s];
+      trace.calls.push_back(std::move(c));
+    }
+  }
+  return trace;
+}
+
+bool PresetOptions(const std::string& name, GeneratorOptions& o) {
+  if (name == "characterization") {
+    o.sessions = 445;
+    return true;
+  }
+  if (name == "swe-fixed" || name == "router") {
+    // Router sessions start as Poisson arrivals, 0.5 per second; replay load
+    // regimes rescale these offsets.
+    o.session_rate_per_s = name == "router" ? 0.5 : 0.0;
+    // The fixed replay (§5.1): ten tasks of one repository replayed on the
+    // three TP=8 models; deeper than the average characterization session
+    // (960 calls over 30 model-sessions) and bounded by the smallest
+    // model's 131K context. Long tool runs make the 10 s cap bind on about
+    // 2% of calls (paper: 20 of 960).
+    o.gap_cap_s = 10.0;
+    o.long_gap_probability = 0.021;
+    o.max_context_tokens = 120000;
+    return true;
+  }
+  return false;
+}
+
+Trace GeneratePreset(const std::string& name, const GeneratorOptions& options) {
+  if (name == "characterization") return GenerateSessions(options);
+  if (name == "swe-fixed") return GenerateFixedReplay(options, 10, 320);
+  if (name == "router") {
+    // §5.1: the TP=4 routing testbed maps the three large models to
+    // Qwen3-32B, Qwen2.5-32B-Instruct and Qwen3.5-35B-A3B and replays a
+    // 120-call, 30-model-session subset: the first four calls of each.
+    const Trace fixed = GenerateFixedReplay(options, 10, 320);
+    return RoutingSubset(fixed, 4,
+                         {{"qwen3-235b-a22b", "qwen3-32b"},
+                          {"glm-5-nvfp4", "qwen2.5-32b-instruct"},
+                          {"qwen3.5-122b-a10b", "qwen3.5-35b-a3b"}},
+                         options.session_rate_per_s, options.seed);
+  }
+  throw InputError("--preset", "unknown preset '" + name +
+                                   "' (choose characterization, swe-fixed or router)");
+}
+
+}  // namespace talaria
