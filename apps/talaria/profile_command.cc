@@ -1,4 +1,89 @@
+// talaria profile show | check
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 #include "commands.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "profile/profile.h"
+
 namespace talaria::cli {
-void AddProfileCommand(CLI::App&) {}
+namespace {
+
+struct ShowArgs {
+  std::string dir = "profiles";
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+std::vector<ModelProfile> Load(const ShowArgs& a) {
+  std::vector<ModelProfile> out;
+  if (!a.files.empty()) {
+    for (const auto& f : a.files) out.push_back(LoadProfile(f));
+    return out;
+  }
+  const ProfileSet set = ProfileSet::LoadDirectory(a.dir);
+  for (const auto& [key, p] : set.all()) out.push_back(p);
+  return out;
 }
+
+// The figures a reader checks a profile against: sizes and the paper's anchors.
+nlohmann::ordered_json Summary(const ModelProfile& p) {
+  nlohmann::ordered_json j;
+  j["model"] = p.name;
+  j["tp"] = p.tp;
+  j["file"] = p.source;
+  j["attention"] = ToString(p.family);
+  j["weight_gib_per_rank"] = ToGiB(p.weight_bytes_per_rank);
+  j["kv_bytes_per_token_per_rank"] = p.KvBytesPerTokenPerRank();
+  j["recurrent_state_bytes_per_rank"] = p.RecurrentStateBytesPerRank();
+  j["prefill_25k_s"] = p.PrefillSeconds(25000);
+  j["prefill_100k_s"] = p.PrefillSeconds(100000);
+  j["prefill_1k_after_24k_cached_s"] = p.PrefillSeconds(1000, 24000);
+  j["decode_step_b1_32k_s"] = p.DecodeStepSeconds(1, 32768);
+  j["open_weights_h2d_s"] = p.OpenWeightsSeconds(0);
+  j["open_weights_d2d_s"] = p.OpenWeightsSeconds(p.weight_bytes_per_rank);
+  j["kv_restore_25k_s"] = p.KvRestoreSeconds(25000);
+  return j;
+}
+
+void RunShow(const ShowArgs& a) {
+  const auto profiles = Load(a);
+  if (a.json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& p : profiles) out.push_back(Summary(p));
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  std::printf("%-22s %3s %-7s %9s %9s %8s %8s %8s %8s %8s %9s\n", "model", "tp", "attn",
+              "W GiB/rk", "KV B/tok", "pf 25K", "pf 100K", "dec b1", "open H2D", "open D2D",
+              "rst 25K");
+  for (const auto& p : profiles) {
+    std::printf("%-22s %3d %-7s %9.2f %9lld %7.2fs %7.2fs %6.1fms %7.2fs %6.0fms %7.1fms\n",
+                p.name.c_str(), p.tp, ToString(p.family), ToGiB(p.weight_bytes_per_rank),
+                static_cast<long long>(p.KvBytesPerTokenPerRank()), p.PrefillSeconds(25000),
+                p.PrefillSeconds(100000), 1e3 * p.DecodeStepSeconds(1, 32768),
+                p.OpenWeightsSeconds(0), 1e3 * p.OpenWeightsSeconds(p.weight_bytes_per_rank),
+                1e3 * p.KvRestoreSeconds(25000));
+  }
+}
+
+}  // namespace
+
+void AddProfileCommand(CLI::App& app) {
+  auto* profile = app.add_subcommand("profile", "Inspect model profiles (profiles/*.toml)");
+  profile->require_subcommand(1);
+  auto args = std::make_shared<ShowArgs>();
+  auto* show = profile->add_subcommand(
+      "show", "Load and validate profiles; print sizes and derived step times per model");
+  show->add_option("files", args->files, "profile files (default: every *.toml in --dir)");
+  show->add_option("--dir", args->dir, "profile directory")->capture_default_str();
+  show->add_flag("--json", args->json, "a JSON array, one object per profile");
+  show->callback([args] { RunShow(*args); });
+}
+
+}  // namespace talaria::cli

@@ -174,13 +174,18 @@ Trace ReadTrace(std::istream& in, std::string_view source) {
     c.enqueue_s = r.Seconds("enqueue_s", false);
     c.token_seed = r.Seed("token_seed");
     c.task = r.String("task", false, true);
-    if (!r.ok()) continue;
-
-    if (c.prefix_tokens > c.prompt_tokens) {
+    const bool fields_ok = r.ok();
+    // Without a usable session and index the record cannot join its session.
+    const auto index_it = record.find("call_index");
+    if (c.session_id.empty() || index_it == record.end() || !index_it->is_number_integer() ||
+        index_it->get<std::int64_t>() < 0) {
+      continue;
+    }
+    if (fields_ok && c.prefix_tokens > c.prompt_tokens) {
       r.Fail("prefix_tokens", "exceeds prompt_tokens (" + std::to_string(c.prefix_tokens) + " > " +
                                   std::to_string(c.prompt_tokens) + ")");
     }
-    if (c.gap_uncapped_s && *c.gap_uncapped_s < c.gap_s) {
+    if (fields_ok && c.gap_uncapped_s && *c.gap_uncapped_s < c.gap_s) {
       r.Fail("gap_uncapped_s", "is smaller than gap_s");
     }
     // Cross-record rules: contiguous call order, one model and seed per
@@ -193,7 +198,7 @@ Trace ReadTrace(std::istream& in, std::string_view source) {
       s.model = c.model;
       s.token_seed = c.token_seed;
       if (c.prefix_tokens != 0) r.Fail("prefix_tokens", "must be 0 on a session's first call");
-    } else {
+    } else if (fields_ok) {
       if (c.model != s.model) {
         r.Fail("model", "session '" + c.session_id + "' changed model from '" + s.model + "'");
       }
@@ -205,10 +210,12 @@ Trace ReadTrace(std::istream& in, std::string_view source) {
                                     std::to_string(s.previous_context) + ")");
       }
     }
-    // Advance the session even past a bad record, so one mistake is reported once.
+    // Advance the session past a bad record too, so one mistake is reported
+    // once; its lengths are unknown, so the next prefix goes unchecked.
     if (c.call_index == s.next_index) {
       s.next_index = c.call_index + 1;
-      s.previous_context = c.prompt_tokens + c.output_tokens;
+      s.previous_context = r.ok() ? c.prompt_tokens + c.output_tokens
+                                  : std::numeric_limits<std::int64_t>::max();
     }
     if (!r.ok()) continue;
     trace.calls.push_back(std::move(c));

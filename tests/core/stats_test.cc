@@ -1,0 +1,67 @@
+#include "core/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace talaria {
+namespace {
+
+TEST(NearestRankTest, SingleObservationIsEveryPercentile) {
+  std::vector<double> v{7.0};
+  EXPECT_EQ(NearestRank(v, 0), 7.0);
+  EXPECT_EQ(NearestRank(v, 50), 7.0);
+  EXPECT_EQ(NearestRank(v, 100), 7.0);
+}
+
+TEST(NearestRankTest, RankIsCeilingOfQTimesNOver100) {
+  std::vector<double> v{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  EXPECT_EQ(NearestRank(v, 50), 5);   // ceil(5.0) = 5
+  EXPECT_EQ(NearestRank(v, 51), 6);   // ceil(5.1) = 6
+  EXPECT_EQ(NearestRank(v, 95), 10);  // ceil(9.5) = 10
+  EXPECT_EQ(NearestRank(v, 10), 1);
+  EXPECT_EQ(NearestRank(v, 100), 10);
+  EXPECT_EQ(NearestRank(v, 0), 1);  // rank clamped to 1
+}
+
+TEST(NearestRankTest, ExactProductsDoNotRoundUp) {
+  // 95 * 20 / 100 = 19 exactly; floating point must not push it to rank 20.
+  EXPECT_EQ(NearestRankIndex(20, 95), 19u);
+  EXPECT_EQ(NearestRankIndex(960, 50), 480u);
+  EXPECT_EQ(NearestRankIndex(30, 95), 29u);  // ceil(28.5)
+  EXPECT_EQ(NearestRankIndex(445, 50), 223u);
+}
+
+TEST(NearestRankTest, TiesReturnTheTiedValue) {
+  std::vector<double> v{1, 2, 2, 2, 9};
+  EXPECT_EQ(NearestRank(v, 40), 2);
+  EXPECT_EQ(NearestRank(v, 80), 2);
+  EXPECT_EQ(NearestRank(v, 81), 9);
+}
+
+TEST(SampleTest, SortsLazilyAndReportsObservedValues) {
+  Sample s;
+  for (double x : {5.0, 1.0, 4.0, 2.0, 3.0}) s.Add(x);
+  EXPECT_EQ(s.Percentile(50), 3);
+  EXPECT_EQ(s.Min(), 1);
+  EXPECT_EQ(s.Max(), 5);
+  EXPECT_DOUBLE_EQ(s.Mean(), 3);
+  s.Add(0.5);  // unsorted again
+  EXPECT_EQ(s.Min(), 0.5);
+  EXPECT_EQ(s.Percentile(100), 5);
+}
+
+TEST(SampleTest, FractionAboveIsStrict) {
+  Sample s;
+  for (double x : {1.0, 2.0, 2.0, 3.0}) s.Add(x);
+  EXPECT_DOUBLE_EQ(s.FractionAbove(2.0), 0.25);
+  EXPECT_DOUBLE_EQ(s.FractionAbove(0.0), 1.0);
+  EXPECT_DOUBLE_EQ(Sample().FractionAbove(1.0), 0.0);
+}
+
+TEST(SampleDeathTest, PercentileOfEmptySampleIsABug) {
+  EXPECT_DEATH(Sample().Percentile(50), "empty sample");
+}
+
+}  // namespace
+}  // namespace talaria
