@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Talaria builds with (idempotent) and builds
-# the Release tree in build/. Usage: scripts/setup.sh [--build-type TYPE] [--build-dir DIR]
+# Installs the Debian 12 packages Talaria builds with (idempotent: only what
+# is missing, and apt-get update only then) and builds the tree.
+# Usage: scripts/setup.sh [--build-type Release|Sanitize|Debug] [--build-dir DIR] [--deps-only]
+#   defaults: --build-type Release --build-dir build
 set -euo pipefail
 
 build_type=Release
@@ -10,7 +12,7 @@ while [[ $# -gt 0 ]]; do
     --build-type) build_type="$2"; shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     --deps-only) deps_only=1; shift ;;
-    -h|--help) sed -n '2,3p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +35,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-[[ -n "${deps_only:-}" ]] && exit 0
+if [[ -n "${deps_only:-}" ]]; then exit 0; fi
 
 cd "$(dirname "$0")/.."
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (packages, Release build) and runs every
+# test: the Release tree, then the same tests under AddressSanitizer and
+# UndefinedBehaviorSanitizer (build type Sanitize, in build-sanitize/).
+# Usage: scripts/test.sh [--no-sanitize]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-sanitize) sanitize=0 ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+jobs=$(nproc)
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j "$jobs"
+if [[ $sanitize -eq 1 ]]; then
+  scripts/setup.sh --build-type Sanitize --build-dir build-sanitize
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
+fi
