@@ -50,13 +50,13 @@ void RunGen(GenArgs& a, CLI::App& cmd) {
   const Trace trace = GeneratePreset(a.preset, o);
   if (a.output == "-") {
     WriteTrace(std::cout, trace);
-  } else {
-    std::FILE* probe = std::fopen(a.output.c_str(), "w");
-    if (probe == nullptr) throw InputError(a.output, "cannot write output file");
-    std::fclose(probe);
-    std::ofstream out(a.output);
-    WriteTrace(out, trace);
+    return;
   }
+  std::ofstream out(a.output);
+  if (!out) throw InputError(a.output, "cannot open output file for writing");
+  WriteTrace(out, trace);
+  out.flush();
+  if (!out) throw InputError(a.output, "write failed");
 }
 
 void PrintTable(const std::string& name, const TraceStats& s) {
