@@ -1,0 +1,43 @@
+#include "memory/block_hashes.h"
+
+#include <xxhash.h>
+
+#include "core/random.h"
+
+namespace talaria {
+
+void HashTokenBlocks(std::span<const std::int32_t> tokens, std::int32_t block_tokens,
+                     std::vector<PrefixHash>& out) {
+  out.clear();
+  PrefixHash previous = 0;
+  for (std::size_t start = 0; start + static_cast<std::size_t>(block_tokens) <= tokens.size();
+       start += static_cast<std::size_t>(block_tokens)) {
+    previous = XXH3_64bits_withSeed(tokens.data() + start,
+                                    static_cast<std::size_t>(block_tokens) * sizeof(std::int32_t),
+                                    previous);
+    out.push_back(previous);
+  }
+}
+
+void ExtendSessionChain(std::vector<PrefixHash>& chain, std::int64_t prefix_tokens,
+                        std::int64_t context_tokens, std::int32_t block_tokens,
+                        std::uint64_t token_seed, std::int32_t call_index) {
+  const auto keep = static_cast<std::size_t>(prefix_tokens / block_tokens);
+  if (chain.size() > keep) chain.resize(keep);
+  const auto full = static_cast<std::size_t>(context_tokens / block_tokens);
+  PrefixHash previous = chain.empty() ? Mix64(token_seed) : chain.back();
+  const std::uint64_t call = Mix64(token_seed ^ Mix64(static_cast<std::uint64_t>(call_index) + 1));
+  for (std::size_t b = chain.size(); b < full; ++b) {
+    previous = Mix64(previous ^ Mix64(call ^ b));
+    chain.push_back(previous);
+  }
+}
+
+std::int32_t CommonBlocks(std::span<const PrefixHash> a, std::span<const PrefixHash> b) {
+  std::size_t n = std::min(a.size(), b.size());
+  std::size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return static_cast<std::int32_t>(i);
+}
+
+}  // namespace talaria

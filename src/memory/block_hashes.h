@@ -1,0 +1,34 @@
+// Cumulative block hashes: the names of KV blocks (HKVR keys, device radix
+// matches). Block i's hash covers every token of blocks 0..i, so two
+// sequences share block i's hash exactly when they share their first
+// (i+1) x block_tokens tokens. Only full blocks are named; a partial tail is
+// recomputed, never published.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "memory/host_kv_registry.h"
+
+namespace talaria {
+
+// From real token ids (engines that compute on tokens): XXH3 of each block,
+// chained through the previous block's hash.
+void HashTokenBlocks(std::span<const std::int32_t> tokens, std::int32_t block_tokens,
+                     std::vector<PrefixHash>& out);
+
+// For a session replayed from a trace without materialising tokens (the sim
+// engine): `chain` holds the previous call's context blocks; this keeps the
+// blocks wholly inside `prefix_tokens` and names the remaining full blocks of
+// a `context_tokens`-long context from (token_seed, call_index, block). The
+// sharing structure is exactly that of the materialised tokens
+// (trace/tokens.h).
+void ExtendSessionChain(std::vector<PrefixHash>& chain, std::int64_t prefix_tokens,
+                        std::int64_t context_tokens, std::int32_t block_tokens,
+                        std::uint64_t token_seed, std::int32_t call_index);
+
+// Number of leading blocks two chains share.
+std::int32_t CommonBlocks(std::span<const PrefixHash> a, std::span<const PrefixHash> b);
+
+}  // namespace talaria

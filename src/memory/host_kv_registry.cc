@@ -1,0 +1,175 @@
+#include "memory/host_kv_registry.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace talaria {
+
+std::int32_t AgreedBlocks(std::span<const RankReport> ranks) {
+  if (ranks.empty()) return 0;
+  std::size_t n = ranks[0].hashes.size();
+  for (const auto& r : ranks) n = std::min(n, r.hashes.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const auto& r : ranks) {
+      if (r.hashes[i] != ranks[0].hashes[i]) return static_cast<std::int32_t>(i);
+    }
+  }
+  return static_cast<std::int32_t>(n);
+}
+
+std::size_t HostKvRegistry::KeyHash::operator()(const Key& k) const {
+  return static_cast<std::size_t>(Mix64(k.hash ^ Mix64(static_cast<std::uint64_t>(k.model))));
+}
+
+void HostKvRegistry::Touch(const Key& key, Block& b) {
+  if (!b.indexed) return;
+  lru_.erase(b.lru);
+  b.lru = lru_.insert(lru_.end(), key);
+}
+
+void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) {
+  Block& b = it->second;
+  if (b.indexed) {
+    lru_.erase(b.lru);
+    b.indexed = false;  // no longer visible to lookups
+  }
+  if (b.dma_pins == 0 && b.copy_done) {
+    used_ -= b.bytes;
+    blocks_.erase(it);
+  }
+  // Otherwise the bytes stay until the copy completes or the pin goes.
+}
+
+bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
+  auto it = lru_.begin();
+  while (used_ + bytes > capacity_ && it != lru_.end()) {
+    auto block = blocks_.find(*it);
+    ++it;
+    Block& b = block->second;
+    if (b.dma_pins > 0 || !b.copy_done) continue;  // invariant 1: in use by a DMA
+    ++evicted_;
+    Drop(block);
+  }
+  return used_ + bytes <= capacity_;
+}
+
+HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
+    ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks, std::int64_t block_bytes,
+    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s) {
+  CheckpointResult r;
+  r.done = now;
+  blocks = std::min<std::int32_t>(blocks, static_cast<std::int32_t>(chain.size()));
+  TimePoint t = std::max(now, d2h_free_at_);
+  std::vector<std::int32_t> to_copy;  // head first: a prefix is only useful from its start
+  for (std::int32_t i = 0; i < blocks; ++i) {
+    const Key key{model, chain[static_cast<std::size_t>(i)]};
+    auto it = blocks_.find(key);
+    if (it != blocks_.end()) {
+      // Registered, or evicted but still held by a DMA pin: index it again.
+      if (!it->second.indexed) {
+        it->second.indexed = true;
+        it->second.lru = lru_.insert(lru_.end(), key);
+      }
+      ++r.present_blocks;
+    } else {
+      to_copy.push_back(i);
+    }
+  }
+  for (std::int32_t i : to_copy) {
+    const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
+    if (!MakeRoom(bytes)) {
+      r.missed_blocks = static_cast<std::int32_t>(to_copy.end() - std::find(to_copy.begin(), to_copy.end(), i));
+      break;
+    }
+    const Key key{model, chain[static_cast<std::size_t>(i)]};
+    t += FromSeconds(static_cast<double>(bytes) / d2h_bytes_per_s);
+    Block b;
+    b.bytes = bytes;
+    b.copy_done_at = t;
+    b.lru = lru_.insert(lru_.end(), key);
+    blocks_.emplace(key, b);
+    in_flight_.push_back(key);
+    used_ += bytes;
+    r.bytes += bytes;
+    ++r.copied_blocks;
+  }
+  // Touch tail first, so the chain's head ends up most recently used.
+  for (std::int32_t i = blocks - 1; i >= 0; --i) {
+    const Key key{model, chain[static_cast<std::size_t>(i)]};
+    if (auto it = blocks_.find(key); it != blocks_.end()) Touch(key, it->second);
+  }
+  d2h_free_at_ = t;
+  r.done = t;
+  return r;
+}
+
+void HostKvRegistry::CompleteCopies(TimePoint now) {
+  std::erase_if(in_flight_, [&](const Key& key) {
+    auto it = blocks_.find(key);
+    if (it == blocks_.end()) return true;
+    if (it->second.copy_done_at > now) return false;
+    it->second.copy_done = true;
+    if (!it->second.indexed) Drop(it);  // evicted while copying: free now
+    return true;
+  });
+}
+
+TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
+  TimePoint done = now;
+  std::erase_if(in_flight_, [&](const Key& key) {
+    if (key.model != model) return false;
+    auto it = blocks_.find(key);
+    if (it == blocks_.end()) return true;
+    done = std::max(done, it->second.copy_done_at);
+    it->second.copy_done = true;
+    if (!it->second.indexed) Drop(it);
+    return true;
+  });
+  return done;
+}
+
+std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now) {
+  CompleteCopies(now);
+  std::int32_t n = 0;
+  for (PrefixHash h : chain) {
+    auto it = blocks_.find(Key{model, h});
+    if (it == blocks_.end() || !it->second.indexed || !it->second.copy_done) break;
+    ++n;
+  }
+  for (std::int32_t i = n - 1; i >= 0; --i) {
+    const Key key{model, chain[static_cast<std::size_t>(i)]};
+    Touch(key, blocks_.find(key)->second);
+  }
+  return n;
+}
+
+void HostKvRegistry::Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
+  for (std::int32_t i = 0; i < blocks; ++i) {
+    auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]});
+    TALARIA_CHECK(it != blocks_.end(), "pinning a block the registry does not hold");
+    ++it->second.dma_pins;
+  }
+}
+
+void HostKvRegistry::Unpin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
+  for (std::int32_t i = 0; i < blocks; ++i) {
+    auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]});
+    TALARIA_CHECK(it != blocks_.end() && it->second.dma_pins > 0, "unpinning a block that is not pinned");
+    if (--it->second.dma_pins == 0 && !it->second.indexed) Drop(it);
+  }
+}
+
+std::size_t HostKvRegistry::outstanding_copies() const { return in_flight_.size(); }
+
+bool HostKvRegistry::IsPublished(ModelId model, PrefixHash hash) const {
+  auto it = blocks_.find(Key{model, hash});
+  return it != blocks_.end() && it->second.indexed && it->second.copy_done;
+}
+
+bool HostKvRegistry::HoldsBytes(ModelId model, PrefixHash hash) const {
+  return blocks_.contains(Key{model, hash});
+}
+
+}  // namespace talaria

@@ -1,0 +1,128 @@
+// The host KV registry, HKVR (DESIGN.md §5, paper §4.3 and appendix B).
+//
+// One host slab pool per instance, shared by every model and attention
+// family: a block is a fixed number of tokens of one model's KV (K/V pairs,
+// MLA latent, and for hybrid models the recurrent state travels with the
+// chain's last block). Blocks are keyed by (model, cumulative prefix hash),
+// so a prefix is found by walking its hash chain until the first miss.
+//
+// Invariants (each has a test):
+//  1. DMA pins are separate from radix references. A block under copy is
+//     never freed (eviction only drops its radix reference; the bytes are
+//     freed when the last pin goes), and a block whose D2H copy has not
+//     completed is never visible to lookups.
+//  2. Publish only the longest block-aligned prefix on which every TP rank
+//     agrees (length and hash); the tail stays private and is recomputed.
+//  3. Before a model's KV region is released, its outstanding D2H copies
+//     drain; the barrier is scoped to that model.
+//
+// Capacity is bounded; eviction is least-recently-used over published,
+// unpinned blocks, and a chain is touched tail first so its head is the most
+// recent: eviction trims chains from the tail, keeping the restorable prefix
+// as long as possible. Accounting is per rank (ranks are symmetric).
+// Time comes in as arguments. Not synchronized.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/time.h"
+
+namespace talaria {
+
+using PrefixHash = std::uint64_t;
+using ModelId = std::int32_t;
+
+// What one TP rank reports for a checkpoint: how many blocks it committed
+// and the cumulative hash of each.
+struct RankReport {
+  std::span<const PrefixHash> hashes;
+};
+
+// The longest prefix of blocks on which every rank agrees (length and hash).
+std::int32_t AgreedBlocks(std::span<const RankReport> ranks);
+
+class HostKvRegistry {
+ public:
+  explicit HostKvRegistry(std::int64_t capacity_bytes) : capacity_(capacity_bytes) {}
+  HostKvRegistry(const HostKvRegistry&) = delete;
+  HostKvRegistry& operator=(const HostKvRegistry&) = delete;
+
+  struct CheckpointResult {
+    std::int32_t copied_blocks = 0;   // new D2H copies started
+    std::int32_t present_blocks = 0;  // already registered, only touched
+    std::int32_t missed_blocks = 0;   // no room even after eviction (capacity miss)
+    std::int64_t bytes = 0;           // bytes the new copies move
+    TimePoint done;                   // when the last new copy completes
+  };
+
+  // Checkpoints the first `blocks` of `chain` for `model` (the agreed
+  // prefix, see AgreedBlocks). Copies run one after another on the D2H
+  // engine at `d2h_bytes_per_s`, starting no earlier than `now` or the end of
+  // the engine's previous copy. `tail_bytes` is added to the last block
+  // (a hybrid model's recurrent state).
+  CheckpointResult Checkpoint(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks,
+                              std::int64_t block_bytes, std::int64_t tail_bytes, TimePoint now,
+                              double d2h_bytes_per_s);
+
+  // Marks copies that finished by `now` complete (published).
+  void CompleteCopies(TimePoint now);
+
+  // Switch barrier: the time at which every outstanding copy of `model`
+  // completes (>= now); those copies are then complete. Other models'
+  // copies are untouched.
+  TimePoint DrainModel(ModelId model, TimePoint now);
+
+  // Longest published prefix of `chain` for `model`, in blocks. Touches the
+  // matched blocks (LRU).
+  std::int32_t Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now);
+
+  // Restore DMA: pins the first `blocks` of `chain` so eviction cannot free
+  // them; Unpin when the copy completes.
+  void Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
+  void Unpin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
+
+  std::int64_t used_bytes() const { return used_; }
+  std::int64_t capacity_bytes() const { return capacity_; }
+  std::int64_t evicted_blocks() const { return evicted_; }
+  std::size_t outstanding_copies() const;
+  // For tests: whether a block is registered at all (published or not), and
+  // whether its bytes are still held.
+  bool IsPublished(ModelId model, PrefixHash hash) const;
+  bool HoldsBytes(ModelId model, PrefixHash hash) const;
+
+ private:
+  struct Key {
+    ModelId model;
+    PrefixHash hash;
+    friend bool operator==(const Key&, const Key&) = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const;
+  };
+  struct Block {
+    std::int64_t bytes = 0;
+    bool copy_done = false;  // D2H finished
+    bool indexed = true;     // radix reference: visible to lookups once copy_done
+    std::int32_t dma_pins = 0;
+    TimePoint copy_done_at;
+    std::list<Key>::iterator lru;  // valid while indexed
+  };
+
+  bool MakeRoom(std::int64_t bytes);
+  void Drop(std::unordered_map<Key, Block, KeyHash>::iterator it);
+  void Touch(const Key& key, Block& b);
+
+  std::int64_t capacity_;
+  std::int64_t used_ = 0;
+  std::int64_t evicted_ = 0;
+  TimePoint d2h_free_at_;
+  std::unordered_map<Key, Block, KeyHash> blocks_;
+  std::list<Key> lru_;               // front = least recently used
+  std::vector<Key> in_flight_;       // copies not yet complete
+};
+
+}  // namespace talaria

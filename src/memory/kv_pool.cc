@@ -1,0 +1,75 @@
+#include "memory/kv_pool.h"
+
+#include <bit>
+
+#include "core/error.h"
+
+namespace talaria {
+
+void KvPool::Format(Region region, std::int64_t block_bytes) {
+  TALARIA_CHECK(block_bytes > 0, "KV block size must be positive");
+  region_ = region;
+  block_bytes_ = block_bytes;
+  total_ = static_cast<std::int32_t>(std::max<std::int64_t>(0, region.size()) / block_bytes);
+  free_ = total_;
+  bits_.assign(static_cast<std::size_t>((total_ + 63) / 64), ~std::uint64_t{0});
+  if (total_ % 64 != 0 && !bits_.empty()) bits_.back() = (std::uint64_t{1} << (total_ % 64)) - 1;
+  ClearSkip();
+}
+
+bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
+  if (n <= 0) return true;
+  const std::int32_t skipped_free = [&] {
+    std::int32_t k = 0;
+    for (BlockId b = skip_begin_; b < skip_end_; ++b) k += IsFree(b);
+    return k;
+  }();
+  if (free_ - skipped_free < n) return false;
+  const std::size_t start = out.size();
+  for (std::size_t w = 0; w < bits_.size() && static_cast<std::int32_t>(out.size() - start) < n; ++w) {
+    std::uint64_t word = bits_[w];
+    while (word != 0 && static_cast<std::int32_t>(out.size() - start) < n) {
+      const auto id = static_cast<BlockId>(w * 64 + static_cast<std::size_t>(std::countr_zero(word)));
+      word &= word - 1;
+      if (id >= skip_begin_ && id < skip_end_) continue;
+      bits_[w] &= ~(std::uint64_t{1} << (id & 63));
+      out.push_back(id);
+    }
+  }
+  free_ -= n;
+  return true;
+}
+
+void KvPool::Free(std::span<const BlockId> blocks) {
+  for (BlockId id : blocks) {
+    TALARIA_CHECK(id >= 0 && id < total_ && !IsFree(id), "freeing a block that is not allocated");
+    bits_[static_cast<std::size_t>(id >> 6)] |= std::uint64_t{1} << (id & 63);
+  }
+  free_ += static_cast<std::int32_t>(blocks.size());
+}
+
+void KvPool::SetSkip(Region r) {
+  if (total_ == 0) return;
+  const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;
+  const std::int64_t hi = (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_;
+  skip_begin_ = static_cast<BlockId>(std::min<std::int64_t>(lo, total_));
+  skip_end_ = static_cast<BlockId>(std::min<std::int64_t>(hi, total_));
+}
+
+Region KvPool::BlockRange(BlockId id) const {
+  const std::int64_t b = region_.begin + static_cast<std::int64_t>(id) * block_bytes_;
+  return {b, b + block_bytes_};
+}
+
+bool KvPool::AnyAllocatedIn(Region r) const {
+  if (total_ == 0 || !r.Overlaps(region_)) return false;
+  const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;
+  const std::int64_t hi = std::min<std::int64_t>(
+      total_, (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_);
+  for (std::int64_t b = lo; b < hi; ++b) {
+    if (!IsFree(static_cast<BlockId>(b))) return true;
+  }
+  return false;
+}
+
+}  // namespace talaria

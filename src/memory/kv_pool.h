@@ -1,0 +1,59 @@
+// The paged KV pool of the active model (DESIGN.md §5): the KV region cut
+// into fixed-size blocks, handed out lowest address first so the high end
+// of the region stays clean for weight staging (paper §4.4).
+//
+// A skip range excludes the rows of a staging chunk while it is being
+// written, so no KV block lands on half-written weights. Offsets only.
+// Allocation does not allocate memory per call beyond the caller's output
+// vector. Not synchronized.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "memory/region.h"
+
+namespace talaria {
+
+using BlockId = std::int32_t;
+
+class KvPool {
+ public:
+  // Drops every block and cuts `region` into blocks of `block_bytes`.
+  void Format(Region region, std::int64_t block_bytes);
+
+  // Appends `n` free blocks, lowest addresses first, to `out`. All or
+  // nothing: false (and `out` unchanged) when fewer than n are available
+  // outside the skip range.
+  bool Allocate(std::int32_t n, std::vector<BlockId>& out);
+  void Free(std::span<const BlockId> blocks);
+
+  // Blocks overlapping `r` are not handed out until ClearSkip().
+  void SetSkip(Region r);
+  void ClearSkip() { skip_begin_ = skip_end_ = 0; }
+
+  Region BlockRange(BlockId id) const;
+  // Whether any allocated block overlaps `r`.
+  bool AnyAllocatedIn(Region r) const;
+
+  Region region() const { return region_; }
+  std::int64_t block_bytes() const { return block_bytes_; }
+  std::int32_t total_blocks() const { return total_; }
+  std::int32_t free_blocks() const { return free_; }
+  std::int32_t used_blocks() const { return total_ - free_; }
+  std::int64_t used_bytes() const { return static_cast<std::int64_t>(used_blocks()) * block_bytes_; }
+
+ private:
+  bool IsFree(BlockId id) const { return (bits_[id >> 6] >> (id & 63)) & 1; }
+
+  Region region_;
+  std::int64_t block_bytes_ = 0;
+  std::int32_t total_ = 0;
+  std::int32_t free_ = 0;
+  std::vector<std::uint64_t> bits_;  // 1 = free
+  BlockId skip_begin_ = 0;           // [skip_begin_, skip_end_) not allocatable
+  BlockId skip_end_ = 0;
+};
+
+}  // namespace talaria

@@ -1,0 +1,115 @@
+#include "memory/stager.h"
+
+#include "core/error.h"
+
+namespace talaria {
+
+Stager::Stager(std::int64_t chunk_bytes, double h2d_bytes_per_s)
+    : chunk_bytes_(chunk_bytes), h2d_bytes_per_s_(h2d_bytes_per_s) {
+  TALARIA_CHECK(chunk_bytes > 0 && h2d_bytes_per_s > 0, "stager needs a chunk size and a rate");
+}
+
+std::int64_t Stager::ChunkBytes(std::size_t i) const {
+  return std::min<std::int64_t>(chunk_bytes_, weight_bytes_ - static_cast<std::int64_t>(i) * chunk_bytes_);
+}
+
+Region Stager::ChunkRange(std::size_t i) const {
+  const std::int64_t top = region_.end - static_cast<std::int64_t>(i) * chunk_bytes_;
+  return {top - ChunkBytes(i), top};
+}
+
+void Stager::Begin(const std::string& model, std::int64_t weight_bytes, TimePoint now, KvPool& pool) {
+  Cancel(pool);
+  model_ = model;
+  weight_bytes_ = weight_bytes;
+  region_ = pool.region();
+  // Chunks that would not fit in the region are never staged (missing).
+  const auto n = static_cast<std::size_t>((weight_bytes + chunk_bytes_ - 1) / chunk_bytes_);
+  states_.assign(n, ChunkState::kMissing);
+  next_ = 0;
+  StartNext(now, pool);
+}
+
+void Stager::StartNext(TimePoint at, KvPool& pool) {
+  writing_ = SIZE_MAX;
+  pool.ClearSkip();
+  for (; next_ < states_.size(); ++next_) {
+    const Region r = ChunkRange(next_);
+    if (r.begin < region_.begin) {  // out of room: the rest stays missing
+      next_ = states_.size();
+      break;
+    }
+    if (pool.AnyAllocatedIn(r)) continue;  // rows in use by KV: leave missing
+    writing_ = next_++;
+    states_[writing_] = ChunkState::kWriting;
+    pool.SetSkip(r);
+    write_done_ = at + FromSeconds(static_cast<double>(ChunkBytes(writing_)) / h2d_bytes_per_s_);
+    return;
+  }
+}
+
+void Stager::AdvanceTo(TimePoint now, KvPool& pool) {
+  while (writing_ != SIZE_MAX && write_done_ <= now) {
+    states_[writing_] = ChunkState::kClean;
+    StartNext(write_done_, pool);
+  }
+}
+
+void Stager::OnAllocated(std::span<const BlockId> blocks, const KvPool& pool) {
+  if (states_.empty()) return;
+  for (BlockId b : blocks) {
+    const Region br = pool.BlockRange(b);
+    if (br.end <= region_.end - weight_bytes_) continue;  // below every chunk
+    // Chunk index from the top: chunk i covers (end - (i+1)C, end - iC].
+    const auto first = static_cast<std::size_t>(std::max<std::int64_t>(0, (region_.end - br.end) / chunk_bytes_));
+    for (std::size_t i = first; i < states_.size(); ++i) {
+      const Region cr = ChunkRange(i);
+      if (cr.end <= br.begin) break;
+      if (cr.Overlaps(br) && states_[i] == ChunkState::kClean) states_[i] = ChunkState::kDirty;
+    }
+  }
+}
+
+void Stager::Cancel(KvPool& pool) {
+  if (writing_ != SIZE_MAX) {
+    states_[writing_] = ChunkState::kMissing;
+    writing_ = SIZE_MAX;
+  }
+  pool.ClearSkip();
+  next_ = states_.size();
+}
+
+GatherPlan Stager::Plan(const std::string& model, std::int64_t weight_bytes) const {
+  GatherPlan p;
+  p.model = model;
+  p.weight_bytes = weight_bytes;
+  if (model == model_ && weight_bytes == weight_bytes_) {
+    for (std::size_t i = 0; i < states_.size(); ++i) {
+      if (states_[i] == ChunkState::kClean) p.d2d_bytes += ChunkBytes(i);
+      if (states_[i] == ChunkState::kDirty) p.dirty_bytes += ChunkBytes(i);
+    }
+  }
+  p.h2d_bytes = weight_bytes - p.d2d_bytes;
+  p.path = p.d2d_bytes == weight_bytes ? SwitchPath::kD2d
+           : p.d2d_bytes == 0          ? SwitchPath::kH2d
+                                       : SwitchPath::kPartial;
+  return p;
+}
+
+std::int64_t Stager::StagingSlackBytes(const KvPool& pool) const {
+  // Highest allocated byte: scan down from the top block.
+  std::int64_t top_used = pool.region().begin;
+  for (BlockId b = pool.total_blocks() - 1; b >= 0; --b) {
+    if (pool.AnyAllocatedIn(pool.BlockRange(b))) {
+      top_used = pool.BlockRange(b).end;
+      break;
+    }
+  }
+  std::int64_t staged = 0;
+  for (std::size_t i = 0; i < states_.size(); ++i) {
+    if (states_[i] == ChunkState::kClean || states_[i] == ChunkState::kWriting) staged += ChunkBytes(i);
+  }
+  return std::max<std::int64_t>(0, pool.region().end - top_used - staged);
+}
+
+}  // namespace talaria

@@ -1,0 +1,58 @@
+#include "memory/kv_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace talaria {
+namespace {
+
+TEST(KvPoolTest, AllocatesLowestAddressesFirst) {
+  KvPool pool;
+  pool.Format({1000, 1000 + 200 * 10}, 10);  // 200 blocks
+  EXPECT_EQ(pool.total_blocks(), 200);
+  std::vector<BlockId> a, b;
+  ASSERT_TRUE(pool.Allocate(3, a));
+  EXPECT_EQ(a, (std::vector<BlockId>{0, 1, 2}));
+  ASSERT_TRUE(pool.Allocate(70, b));
+  EXPECT_EQ(b.front(), 3);
+  EXPECT_EQ(b.back(), 72);
+  pool.Free(std::span(a).subspan(1, 1));  // free block 1
+  std::vector<BlockId> c;
+  ASSERT_TRUE(pool.Allocate(2, c));
+  EXPECT_EQ(c, (std::vector<BlockId>{1, 73}));
+  EXPECT_EQ(pool.BlockRange(1), (Region{1010, 1020}));
+}
+
+TEST(KvPoolTest, AllOrNothingWhenShort) {
+  KvPool pool;
+  pool.Format({0, 100}, 10);
+  std::vector<BlockId> out;
+  ASSERT_TRUE(pool.Allocate(8, out));
+  EXPECT_FALSE(pool.Allocate(3, out));
+  EXPECT_EQ(out.size(), 8u);
+  EXPECT_EQ(pool.free_blocks(), 2);
+}
+
+TEST(KvPoolTest, SkipRangeIsNotHandedOut) {
+  KvPool pool;
+  pool.Format({0, 100}, 10);
+  pool.SetSkip({15, 45});  // blocks 1..4
+  std::vector<BlockId> out;
+  ASSERT_TRUE(pool.Allocate(3, out));
+  EXPECT_EQ(out, (std::vector<BlockId>{0, 5, 6}));
+  EXPECT_FALSE(pool.Allocate(4, out));  // 3 left outside the skip range
+  pool.ClearSkip();
+  ASSERT_TRUE(pool.Allocate(4, out));
+  EXPECT_EQ(out.back(), 4);
+}
+
+TEST(KvPoolDeathTest, DoubleFreeIsABug) {
+  KvPool pool;
+  pool.Format({0, 100}, 10);
+  std::vector<BlockId> out;
+  pool.Allocate(1, out);
+  pool.Free(out);
+  EXPECT_DEATH(pool.Free(out), "not allocated");
+}
+
+}  // namespace
+}  // namespace talaria
