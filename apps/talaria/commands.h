@@ -8,5 +8,6 @@ namespace talaria::cli {
 
 void AddTraceCommand(CLI::App& app);
 void AddProfileCommand(CLI::App& app);
+void AddReplayCommand(CLI::App& app);
 
 }  // namespace talaria::cli

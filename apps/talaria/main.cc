@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "talaria 0.1.0");
   talaria::cli::AddTraceCommand(app);
   talaria::cli::AddProfileCommand(app);
+  talaria::cli::AddReplayCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

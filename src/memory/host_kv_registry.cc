@@ -19,7 +19,7 @@ std::int32_t AgreedBlocks(std::span<const RankReport> ranks) {
   return static_cast<std::int32_t>(n);
 }
 
-std::size_t HostKvRegistry::KeyHash::operator()(const Key& k) const {
+std::size_t HostKvRegistry::KeyHash::operator()(const Key& k) const noexcept {
   return static_cast<std::size_t>(Mix64(k.hash ^ Mix64(static_cast<std::uint64_t>(k.model))));
 }
 
@@ -27,6 +27,15 @@ void HostKvRegistry::Touch(const Key& key, Block& b) {
   if (!b.indexed) return;
   lru_.erase(b.lru);
   b.lru = lru_.insert(lru_.end(), key);
+}
+
+void HostKvRegistry::TouchChain(ModelId model, std::span<const PrefixHash> chain,
+                                std::int32_t blocks) {
+  // Tail first, so the chain's head ends up most recently used.
+  for (std::int32_t i = blocks - 1; i >= 0; --i) {
+    const Key key{model, chain[static_cast<std::size_t>(i)]};
+    if (auto it = blocks_.find(key); it != blocks_.end()) Touch(key, it->second);
+  }
 }
 
 void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) {
@@ -77,6 +86,9 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
       to_copy.push_back(i);
     }
   }
+  // The chain's registered blocks become most recent before making room, so
+  // the eviction below never trims the chain being extended.
+  TouchChain(model, chain, blocks);
   for (std::int32_t i : to_copy) {
     const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
     if (!MakeRoom(bytes)) {
@@ -95,11 +107,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     r.bytes += bytes;
     ++r.copied_blocks;
   }
-  // Touch tail first, so the chain's head ends up most recently used.
-  for (std::int32_t i = blocks - 1; i >= 0; --i) {
-    const Key key{model, chain[static_cast<std::size_t>(i)]};
-    if (auto it = blocks_.find(key); it != blocks_.end()) Touch(key, it->second);
-  }
+  TouchChain(model, chain, blocks);
   d2h_free_at_ = t;
   r.done = t;
   return r;
@@ -138,10 +146,7 @@ std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> c
     if (it == blocks_.end() || !it->second.indexed || !it->second.copy_done) break;
     ++n;
   }
-  for (std::int32_t i = n - 1; i >= 0; --i) {
-    const Key key{model, chain[static_cast<std::size_t>(i)]};
-    Touch(key, blocks_.find(key)->second);
-  }
+  TouchChain(model, chain, n);
   return n;
 }
 

@@ -101,7 +101,7 @@ class HostKvRegistry {
     friend bool operator==(const Key&, const Key&) = default;
   };
   struct KeyHash {
-    std::size_t operator()(const Key& k) const;
+    std::size_t operator()(const Key& k) const noexcept;
   };
   struct Block {
     std::int64_t bytes = 0;
@@ -115,6 +115,7 @@ class HostKvRegistry {
   bool MakeRoom(std::int64_t bytes);
   void Drop(std::unordered_map<Key, Block, KeyHash>::iterator it);
   void Touch(const Key& key, Block& b);
+  void TouchChain(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
 
   std::int64_t capacity_;
   std::int64_t used_ = 0;

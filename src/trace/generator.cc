@@ -198,29 +198,30 @@ Trace GenerateFixedReplay(const GeneratorOptions& o, std::int32_t tasks,
   }
   Rng rng(o.seed);
   const LogQuantileCurve depth(o.calls_per_session);
-  // Draw task depths, then scale them to the exact total (largest remainder).
-  std::vector<double> raw(static_cast<std::size_t>(tasks));
-  for (auto& d : raw) d = depth.At(rng.Uniform());
-  const double scale = calls_per_model / std::accumulate(raw.begin(), raw.end(), 0.0);
-  std::vector<std::int32_t> counts(raw.size());
-  std::vector<std::pair<double, std::size_t>> remainders;
-  std::int32_t assigned = 0;
-  for (std::size_t i = 0; i < raw.size(); ++i) {
-    const double x = std::max<double>(kMinTaskCalls, raw[i] * scale);
-    counts[i] = static_cast<std::int32_t>(std::floor(x));
-    assigned += counts[i];
-    remainders.emplace_back(x - counts[i], i);
-  }
-  std::stable_sort(remainders.begin(), remainders.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t j = 0; assigned != calls_per_model; j = (j + 1) % remainders.size()) {
-    auto& c = counts[remainders[j].second];
-    if (assigned < calls_per_model) {
-      ++c, ++assigned;
-    } else if (c > kMinTaskCalls) {
-      --c, --assigned;
+  // Task depths: i.i.d. draws from the calls-per-session curve (at least
+  // kMinTaskCalls each), conditioned on their sum being within 5% of the
+  // target by rejection; the deepest task absorbs the small remainder. The
+  // condition keeps typical tasks typical and puts the extra depth of a deep
+  // replay where a heavy tail puts it: in a few long tasks.
+  std::vector<std::int32_t> counts(static_cast<std::size_t>(tasks));
+  const double tolerance = 0.05 * calls_per_model;
+  bool accepted = false;
+  for (int attempt = 0; attempt < 1'000'000 && !accepted; ++attempt) {
+    std::int64_t sum = 0;
+    for (auto& c : counts) {
+      do {
+        c = static_cast<std::int32_t>(std::llround(depth.At(rng.Uniform())));
+      } while (c < kMinTaskCalls);
+      sum += c;
     }
+    accepted = std::abs(static_cast<double>(sum - calls_per_model)) <= tolerance;
   }
+  if (!accepted) {
+    throw InputError("--preset", "could not draw task depths summing to " +
+                                     std::to_string(calls_per_model) + " calls per model");
+  }
+  auto deepest = std::max_element(counts.begin(), counts.end());
+  *deepest += calls_per_model - std::accumulate(counts.begin(), counts.end(), 0);
   Trace trace;
   for (std::int32_t t = 0; t < tasks; ++t) {
     Rng task_rng = rng.Fork(static_cast<std::uint64_t>(t));

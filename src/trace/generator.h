@@ -73,7 +73,7 @@ struct GeneratorOptions {
   double session_growth_sigma = 0.8;
   std::int64_t tool_result_max_tokens = 32768;
   // Output tokens: log-normal, clamped to [1, output_max_tokens].
-  double output_p50_tokens = 160;
+  double output_p50_tokens = 90;
   double output_sigma = 1.0;
   std::int64_t output_max_tokens = 8192;
   // Prefix reuse: with full_reuse_probability the whole previous prompt +

@@ -132,6 +132,7 @@ struct BadProfile {
   std::string from;  // regex on the shipped text
   std::string to;
   std::string expected;
+  friend void PrintTo(const BadProfile& p, std::ostream* os) { *os << p.name; }
 };
 
 class ProfileErrorTest : public ::testing::TestWithParam<BadProfile> {};
@@ -159,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"NotIncreasing", "  8192, ", "  100, ", "key 'prefill.tokens': entries must be strictly increasing"},
         BadProfile{"LengthMismatch", "  10.9,     # paper", "  10.9, 12.0,  # paper",
                    "key 'prefill.seconds': must have as many entries as prefill.tokens"},
-        BadProfile{"RaggedMatrix", "\\[0.040, 0.085, 0.210\\]", "[0.040, 0.085]",
+        BadProfile{"RaggedMatrix", "\\[0.026, 0.050, 0.115\\]", "[0.026, 0.050]",
                    "key 'decode.seconds': each row must have 3 numbers"},
         BadProfile{"MissingSwitchPath", "\\[switch.partial\\]", "[switch.partial_]",
                    "key 'switch.partial': missing"},

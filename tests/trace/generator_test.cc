@@ -213,6 +213,7 @@ struct Shipped {
   const char* file;
   const char* preset;
   std::uint64_t seed;
+  friend void PrintTo(const Shipped& s, std::ostream* os) { *os << s.file; }
 };
 
 class ShippedTraceTest : public ::testing::TestWithParam<Shipped> {};

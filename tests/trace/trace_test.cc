@@ -97,6 +97,7 @@ struct BadCase {
   const char* name;
   std::string text;
   std::string expected;
+  friend void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 };
 
 class TraceValidationTest : public ::testing::TestWithParam<BadCase> {};

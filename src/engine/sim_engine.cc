@@ -1,0 +1,46 @@
+#include "engine/sim_engine.h"
+
+#include "core/error.h"
+
+namespace talaria {
+
+double SimEngine::PrefillSeconds(const ModelProfile& m, std::span<const PrefillItem> items) {
+  double s = 0;
+  for (const auto& it : items) {
+    if (it.restore_tokens > 0) s += m.KvRestoreSeconds(it.restore_tokens);
+    if (it.new_tokens > 0) s += m.PrefillSeconds(it.new_tokens, it.cached_tokens);
+  }
+  return s;
+}
+
+double SimEngine::DecodeSeconds(const ModelProfile& m, std::int32_t batch,
+                                std::int64_t mean_context_tokens, std::int32_t iterations) {
+  // Contexts grow by one token per iteration: charge the mid-point.
+  return iterations * m.DecodeStepSeconds(batch, mean_context_tokens + iterations / 2);
+}
+
+SwitchTiming SimEngine::SwitchTimes(const SwitchStep& step, double recapture_s) {
+  TALARIA_CHECK(step.to != nullptr, "switch without a target model");
+  const SwitchPhases& fixed = step.to->switch_phases.at(step.plan.path);
+  SwitchTiming t;
+  t.save_teardown_s = (step.from != nullptr ? fixed.save_teardown_s : 0.0) + ToSeconds(step.drain);
+  t.open_weights_s = step.to->OpenWeightsSeconds(step.plan.d2d_bytes);
+  t.kv_shell_s = fixed.kv_shell_s;
+  t.runtime_graph_s = fixed.runtime_graph_s + (step.recapture ? recapture_s : 0.0);
+  t.publish_s = fixed.publish_s;
+  return t;
+}
+
+Duration SimEngine::Prefill(const PrefillStep& step) {
+  return FromSeconds(PrefillSeconds(*step.model, step.items));
+}
+
+Duration SimEngine::Decode(const DecodeStep& step) {
+  return FromSeconds(DecodeSeconds(*step.model, step.batch, step.mean_context_tokens, step.iterations));
+}
+
+SwitchTiming SimEngine::Switch(const SwitchStep& step) {
+  return SwitchTimes(step, options_.recapture_s);
+}
+
+}  // namespace talaria

@@ -1,0 +1,54 @@
+// Configuration of one instance: its pool, models, memory and scheduler
+// knobs, and the ablation switches of §5.1 (DESIGN.md rule 4: ablations are
+// configuration, never copies of code). Defaults are documented in
+// docs/cluster-config.md; every one that is not from the paper says so.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace talaria {
+
+enum class Pool { kHot, kCold };
+
+struct Ablation {
+  bool sp = true;           // session-prefill: admit continuations mid-slot
+  bool hkvr = true;         // host KV registry keeps session KV across switches
+  bool d2d_staging = true;  // stage the next model's weights in free KV tails
+};
+
+struct InstanceConfig {
+  std::string name = "instance-0";
+  Pool pool = Pool::kCold;
+  std::vector<std::string> models;  // hot: exactly one
+  std::int32_t tp = 8;
+
+  // Memory (per rank).
+  double bump_fraction = 0.8;          // paper appendix: mem-fraction-bump = 0.8
+  double non_bump_reserved_gib = 6.0;  // assumption: CUDA context, NCCL, allocator outside the arena
+  double runtime_gib = 6.0;            // assumption: activations, workspaces, decode buffers
+  double graph_pool_gib = 2.0;         // assumption: one model's CUDA-graph pool
+  std::int32_t block_tokens = 64;      // assumption: KV page / HKVR block size
+  double staging_chunk_mib = 256;      // assumption: staging chunk size
+  double host_kv_gib_per_rank = 96;    // assumption: 2 TB host (§5.1) less host weights, over 8 ranks
+
+  // Scheduler (Eq.3-5).
+  double ttft_target_s = 20.0;  // assumption: T_TTFT; the paper's Talaria TTFT p95 is 14.2 s
+  double tpot_target_s = 0.25;  // assumption: average time per output token T_TPOT
+  double gamma = 0.9;           // Eq.5 safety margin, gamma < 1
+  // A slot always has room for its protected decode plus this much prefill,
+  // even when switches eat the round (the overrun is deadline risk).
+  double min_prefill_budget_s = 1.0;  // assumption
+  std::int32_t sp_max_batch = 8;                 // assumption: bound on one SP batch
+  // With SP, a slot with nothing left to run stays open this long after one
+  // of its sessions finished a call, so the return can enter by SP instead of
+  // waiting a round: the instance side of the soft reservation (tau = 1 s).
+  // Bounded by the slot budget; 0 disables.
+  double slot_hold_s = 1.0;
+  std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
+
+  Ablation ablation;
+};
+
+}  // namespace talaria

@@ -1,0 +1,723 @@
+#include "instance/instance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "engine/sim_engine.h"
+
+namespace talaria {
+
+const char* ToString(KvSource s) {
+  switch (s) {
+    case KvSource::kDevice: return "device";
+    case KvSource::kHost: return "host";
+    case KvSource::kRecompute: return "recompute";
+  }
+  return "?";
+}
+
+const char* ToString(AdmitPath p) {
+  switch (p) {
+    case AdmitPath::kPrefill: return "P";
+    case AdmitPath::kSessionPrefill: return "SP";
+    case AdmitPath::kContinuous: return "continuous";
+  }
+  return "?";
+}
+
+struct Instance::Model {
+  ModelId id = 0;
+  std::string name;
+  const ModelProfile* profile = nullptr;
+  std::int64_t block_bytes = 0;
+  std::int32_t recurrent_blocks = 0;
+  std::deque<Request*> queue;     // arrived, not admitted
+  std::vector<Request*> running;  // admitted: decoding, or swapped out at a slot end
+  double switch_in_estimate_s = 0;
+};
+
+struct Instance::Request {
+  CallRequest call;
+  std::int32_t model = 0;
+  TimePoint arrived;
+  TimePoint admitted;
+  TimePoint first_token;
+  std::int64_t generated = 0;
+  std::vector<BlockId> blocks;
+  KvSource source = KvSource::kRecompute;
+  AdmitPath path = AdmitPath::kPrefill;
+  std::int64_t reused = 0;
+  std::int32_t pinned_host_blocks = 0;
+  std::int32_t preemptions = 0;
+  bool prefilled = false;
+  bool swapped = false;  // KV swapped out at a slot end; restored in the next P
+
+  std::int64_t context() const { return call.prompt_tokens + generated; }
+  std::span<const PrefixHash> prompt_chain(std::int32_t block_tokens) const {
+    const auto n = std::min<std::size_t>(call.chain.size(),
+                                         static_cast<std::size_t>(call.prompt_tokens / block_tokens));
+    return call.chain.first(n);
+  }
+};
+
+struct Instance::Session {
+  std::int32_t model = -1;  // model whose device KV `blocks` hold
+  std::vector<PrefixHash> chain;
+  std::vector<BlockId> blocks;
+  bool busy = false;
+  TimePoint last_use;
+};
+
+namespace {
+
+HbmLayout::Options LayoutOptions(const InstanceConfig& c, double hbm_gib) {
+  HbmLayout::Options o;
+  o.arena_bytes = static_cast<std::int64_t>(c.bump_fraction * hbm_gib * static_cast<double>(kGiB));
+  o.runtime_bytes = static_cast<std::int64_t>(c.runtime_gib * static_cast<double>(kGiB));
+  o.graph_pool_bytes = static_cast<std::int64_t>(c.graph_pool_gib * static_cast<double>(kGiB));
+  o.min_kv_bytes = 4 * kGiB;
+  return o;
+}
+
+const ModelProfile& FirstProfile(const InstanceConfig& c, const ProfileSet& profiles) {
+  if (c.models.empty()) throw InputError("instance '" + c.name + "'", "lists no models");
+  for (const auto& m : c.models) {
+    if (profiles.Find(m, c.tp) == nullptr) {
+      throw InputError("instance '" + c.name + "'",
+                       "no profile for model '" + m + "' at tp=" + std::to_string(c.tp));
+    }
+  }
+  if (c.pool == Pool::kHot && c.models.size() != 1) {
+    throw InputError("instance '" + c.name + "'", "a hot instance pins exactly one model");
+  }
+  return *profiles.Find(c.models.front(), c.tp);
+}
+
+constexpr TimePoint kNever = TimePoint::max();
+
+}  // namespace
+
+Instance::Instance(InstanceConfig config, const ProfileSet& profiles)
+    : config_(std::move(config)),
+      layout_(LayoutOptions(config_, FirstProfile(config_, profiles).hbm_gib_per_gpu)),
+      stager_(static_cast<std::int64_t>(config_.staging_chunk_mib * static_cast<double>(kMiB)),
+              FirstProfile(config_, profiles).h2d_bytes_per_s),
+      hkvr_(static_cast<std::int64_t>(config_.host_kv_gib_per_rank * static_cast<double>(kGiB))) {
+  for (std::size_t i = 0; i < config_.models.size(); ++i) {
+    auto m = std::make_unique<Model>();
+    m->id = static_cast<ModelId>(i);
+    m->name = config_.models[i];
+    m->profile = profiles.Find(m->name, config_.tp);
+    m->block_bytes = config_.block_tokens * m->profile->KvBytesPerTokenPerRank();
+    m->recurrent_blocks = static_cast<std::int32_t>(
+        (m->profile->RecurrentStateBytesPerRank() + m->block_bytes - 1) / m->block_bytes);
+    m->switch_in_estimate_s = m->profile->OpenWeightsSeconds(0);
+    if (!layout_.AddModel(m->name, m->profile->weight_bytes_per_rank)) {
+      throw InputError("instance '" + config_.name + "'",
+                       "model '" + m->name + "' does not fit in the HBM arena with room for KV");
+    }
+    models_.push_back(std::move(m));
+  }
+}
+
+Instance::~Instance() = default;
+
+Instance::Session& Instance::SessionFor(const std::string& id) {
+  auto& slot = sessions_[id];
+  if (slot == nullptr) slot = std::make_unique<Session>();
+  return *slot;
+}
+
+bool Instance::Hosts(const std::string& model) const { return ModelIndex(model) >= 0; }
+
+std::int32_t Instance::ModelIndex(const std::string& name) const {
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i]->name == name) return static_cast<std::int32_t>(i);
+  }
+  return -1;
+}
+
+std::int64_t Instance::hbm_cap_bytes() const {
+  return models_.front()->profile->HbmBytesPerRank();
+}
+
+bool Instance::HasWork(const Model& m) const { return !m.queue.empty() || !m.running.empty(); }
+
+std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
+  const auto n = static_cast<std::int32_t>(models_.size());
+  for (std::int32_t k = 1; k <= n; ++k) {
+    const std::int32_t i = ((after < 0 ? -1 : after) + k + n) % n;
+    if (HasWork(*models_[static_cast<std::size_t>(i)])) return i;
+  }
+  return -1;
+}
+
+void Instance::Warmup(const std::string& model, TimePoint now) {
+  TALARIA_CHECK(active_ < 0 && !in_flight_, "warm-up after serving started");
+  active_ = ModelIndex(model);
+  TALARIA_CHECK(active_ >= 0, "warm-up of a model this instance does not host");
+  layout_.Activate(model);
+  pool_.Format(layout_.kv(), Active().block_bytes);
+  StartStagingAfter(now);
+}
+
+void Instance::StartStagingAfter(TimePoint now) {
+  if (!config_.ablation.d2d_staging || models_.size() < 2) return;
+  // Stage the model that follows in round order while this one serves.
+  const Model& next = *models_[static_cast<std::size_t>((active_ + 1) % static_cast<std::int32_t>(models_.size()))];
+  stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
+}
+
+void Instance::Enqueue(const CallRequest& call, TimePoint now) {
+  const std::int32_t index = ModelIndex(call.model);
+  TALARIA_CHECK(index >= 0, "call for a model this instance does not host");
+  auto r = std::make_unique<Request>();
+  r->call = call;
+  r->model = index;
+  r->arrived = now;
+  models_[static_cast<std::size_t>(index)]->queue.push_back(r.get());
+  requests_.emplace(call.id, std::move(r));
+}
+
+void Instance::OpenSlot(TimePoint now) {
+  Model& m = Active();
+  if (!slot_round_counted_) BeginSlotRound(active_, now);
+  slot_open_ = true;
+  slot_start_ = now;
+  p_done_ = false;
+  decode_iterations_ = 0;
+  if (config_.pool == Pool::kHot) {
+    slot_budget_s_ = std::numeric_limits<double>::infinity();
+    protected_iterations_ = 0;
+    return;
+  }
+  // Eq.3/Eq.5: the round R = sum of slots + sum of switches should stay
+  // within gamma * T_TTFT. Each model with work gets an equal share of that
+  // bound as its slot; when the predicted switches push R past the bound,
+  // the overrun is reported as deadline risk rather than hidden by shrinking
+  // slots below what protected decode and prefill need.
+  std::int32_t with_work = 0;
+  double switches_s = 0;
+  for (const auto& other : models_) {
+    if (!HasWork(*other)) continue;
+    ++with_work;
+    switches_s += other->switch_in_estimate_s;
+  }
+  with_work = std::max(with_work, 1);
+  if (with_work == 1) switches_s = 0;
+  const double round_s = config_.gamma * config_.ttft_target_s;
+  slot_budget_s_ = round_s / with_work;
+  if (slot_budget_s_ * with_work + switches_s > round_s) ++counters_.deadline_risk;
+  // Eq.4: d_m (T_TPOT - t_D) >= U_m = R - d_m t_D, i.e. d_m >= R / T_TPOT.
+  std::int32_t batch = 0;
+  std::int64_t context = 0;
+  for (const Request* r : m.running) {
+    ++batch;
+    context += r->context();
+  }
+  const double t_d = m.profile->DecodeStepSeconds(std::max(batch, 1), batch > 0 ? context / batch : 0);
+  if (config_.tpot_target_s <= t_d) ++counters_.tpot_infeasible;
+  protected_iterations_ = static_cast<std::int32_t>(std::ceil(round_s / config_.tpot_target_s));
+  const double floor_s = protected_iterations_ * t_d + config_.min_prefill_budget_s;
+  if (slot_budget_s_ < floor_s) {
+    slot_budget_s_ = floor_s;  // Eq.4 cannot fit: the round overruns, reported
+    ++counters_.deadline_risk;
+  }
+}
+
+void Instance::BeginSlotRound(std::int32_t model, TimePoint now) {
+  // A round gives each model with work one slot: it ends when the
+  // scheduler wraps around the model order.
+  if (round_open_ && model <= round_last_model_) {
+    closed_rounds_.push_back(round_);
+    ++counters_.rounds;
+    round_open_ = false;
+  }
+  if (!round_open_) {
+    round_ = RoundRecord{};
+    round_.instance = config_.name;
+    round_.index = counters_.rounds + static_cast<std::int64_t>(closed_rounds_.size());
+    round_.start = now;
+    round_open_ = true;
+  }
+  round_last_model_ = model;
+  ++round_.slots;
+  slot_round_counted_ = true;
+}
+
+void Instance::Flush(InstanceEvents& events) {
+  for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
+  closed_rounds_.clear();
+  if (round_open_) {
+    round_open_ = false;
+    ++counters_.rounds;
+    events.OnRound(round_);
+  }
+}
+
+const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
+  TALARIA_CHECK(!in_flight_, "Plan while a step is in flight");
+  hkvr_.CompleteCopies(now);
+  if (active_ >= 0 && config_.ablation.d2d_staging) stager_.AdvanceTo(now, pool_);
+  step_.kind = Step::Kind::kIdle;
+  step_.wake_at = kNever;
+  step_start_ = now;
+
+  if (active_ < 0) {
+    const std::int32_t target = NextModelWithWork(-1);
+    if (target >= 0) PlanSwitch(now, target);
+    in_flight_ = step_.kind != Step::Kind::kIdle;
+    return step_;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!slot_open_) {
+      if (!HasWork(Active())) break;
+      OpenSlot(now);
+    }
+    if (!p_done_) {
+      if (PlanPrefill(now, false)) break;
+      p_done_ = true;
+    }
+    if (config_.pool == Pool::kHot && PlanPrefill(now, false)) break;
+    if (config_.pool == Pool::kCold && config_.ablation.sp && PlanPrefill(now, true)) break;
+    if (PlanDecode(now, horizon)) break;
+    if (const TimePoint until = HoldUntil(now); until != kNever) {
+      if (!holding_) ++counters_.holds;
+      holding_ = true;
+      step_.wake_at = until;  // idle, slot open: a return may still enter by SP
+      break;
+    }
+    // The slot is over.
+    slot_open_ = false;
+    slot_round_counted_ = false;
+    const std::int32_t target = NextModelWithWork(active_);
+    if (target < 0) break;  // idle on the active model until an arrival
+    if (target != active_) {
+      PlanSwitch(now, target);
+      break;
+    }
+    // Only the active model has work: a fresh slot admits what waits.
+  }
+  in_flight_ = step_.kind != Step::Kind::kIdle;
+  if (in_flight_) holding_ = false;
+  return step_;
+}
+
+// A hybrid model's recurrent state cannot be rolled back: a device hit needs
+// the whole previous context reused (the state at its end is kept with the
+// session), and a host restore also needs that context to end on a block
+// boundary, where the checkpointed state was taken. Otherwise the restore is
+// declined (a restore skip) and the prefix recomputed.
+bool Instance::DeviceReusable(const Request& r) const {
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  return m.profile->family != AttentionFamily::kHybrid || r.call.full_reuse;
+}
+
+bool Instance::HostRestorable(const Request& r) const {
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  return m.profile->family != AttentionFamily::kHybrid ||
+         (r.call.full_reuse && r.call.prefix_tokens % config_.block_tokens == 0);
+}
+
+TimePoint Instance::HoldUntil(TimePoint now) const {
+  if (config_.pool != Pool::kCold || !config_.ablation.sp || config_.slot_hold_s <= 0) return kNever;
+  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  if (now >= slot_end) return kNever;
+  TimePoint latest{};
+  bool any = false;
+  for (const auto& [id, s] : sessions_) {
+    if (s->model != active_ || s->busy) continue;
+    if (!any || s->last_use > latest) latest = s->last_use;
+    any = true;
+  }
+  if (!any) return kNever;
+  const TimePoint until = std::min(latest + FromSeconds(config_.slot_hold_s), slot_end);
+  return until > now ? until : kNever;
+}
+
+bool Instance::SpEligible(const Request& r, TimePoint now) {
+  if (r.call.call_index == 0 || r.arrived <= slot_start_) return false;  // new sessions use P
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  auto it = sessions_.find(r.call.session_id);
+  const auto chain = r.prompt_chain(config_.block_tokens);
+  if (DeviceReusable(r) && it != sessions_.end() && it->second->model == active_ &&
+      !it->second->blocks.empty() && CommonBlocks(chain, it->second->chain) > 0) {
+    return true;
+  }
+  return config_.ablation.hkvr && HostRestorable(r) && hkvr_.Lookup(m.id, chain, now) > 0;
+}
+
+bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep) {
+  while (!pool_.Allocate(n, out)) {
+    // Evict the least recently used idle session's device KV (it stays
+    // host-restorable if HKVR checkpointed it).
+    Session* victim = nullptr;
+    for (auto& [id, s] : sessions_) {
+      if (s.get() == keep || s->busy || s->blocks.empty()) continue;
+      if (victim == nullptr || s->last_use < victim->last_use) victim = s.get();
+    }
+    if (victim == nullptr) return false;
+    pool_.Free(victim->blocks);
+    victim->blocks.clear();
+  }
+  return true;
+}
+
+bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
+  Model& m = Active();
+  const std::int32_t bt = config_.block_tokens;
+  if (r.swapped) {  // restore a call preempted at the end of its last slot
+    const auto need = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
+                      m.recurrent_blocks;
+    scratch_blocks_.clear();
+    if (!AllocateBlocks(need, scratch_blocks_, nullptr)) return false;
+    stager_.OnAllocated(scratch_blocks_, pool_);
+    r.blocks = scratch_blocks_;
+    item = PrefillItem{0, r.context(), r.context()};
+    return true;
+  }
+  Session& s = SessionFor(r.call.session_id);
+  const auto chain = r.prompt_chain(bt);
+  std::int32_t device = 0, host = 0;
+  if (s.model == active_ && !s.blocks.empty() && !s.busy) {
+    const std::int32_t common = std::min<std::int32_t>(CommonBlocks(chain, s.chain),
+                                                       static_cast<std::int32_t>(s.blocks.size()));
+    if (DeviceReusable(r)) device = common;
+    else if (common > 0) ++counters_.restore_skips;
+  }
+  if (device == 0 && config_.ablation.hkvr && r.call.call_index > 0) {
+    const std::int32_t found = hkvr_.Lookup(m.id, chain, now);
+    if (HostRestorable(r)) host = found;
+    else if (found > 0) ++counters_.restore_skips;
+  }
+  const auto total = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
+                     m.recurrent_blocks;
+  // Keep the matched device blocks (radix sharing), free the rest.
+  if (!s.blocks.empty()) {
+    pool_.Free(std::span(s.blocks).subspan(static_cast<std::size_t>(device)));
+    s.blocks.resize(static_cast<std::size_t>(device));
+  }
+  scratch_blocks_.clear();
+  if (!AllocateBlocks(total - device, scratch_blocks_, &s)) return false;
+  stager_.OnAllocated(scratch_blocks_, pool_);
+  r.blocks = std::move(s.blocks);
+  r.blocks.insert(r.blocks.end(), scratch_blocks_.begin(), scratch_blocks_.end());
+  s.blocks.clear();
+  s.busy = true;
+  s.model = active_;
+
+  std::int64_t cached = static_cast<std::int64_t>(device > 0 ? device : host) * bt;
+  cached = std::min(cached, r.call.prompt_tokens - 1);  // the last token is always computed
+  r.source = device > 0 ? KvSource::kDevice : host > 0 ? KvSource::kHost : KvSource::kRecompute;
+  r.reused = cached;
+  r.admitted = now;
+  if (host > 0) {
+    hkvr_.Pin(m.id, chain, host);
+    r.pinned_host_blocks = host;
+  }
+  item = PrefillItem{r.call.prompt_tokens - cached, cached, host > 0 ? cached : 0};
+  return true;
+}
+
+bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
+  Model& m = Active();
+  batch_.clear();
+  items_.clear();
+  const bool cold = config_.pool == Pool::kCold;
+  const double elapsed = ToSeconds(now - slot_start_);
+  std::int32_t running = 0;
+  std::int64_t context = 0;
+  for (const Request* r : m.running) {
+    if (!r->swapped) ++running, context += r->context();
+  }
+  const double t_d = m.profile->DecodeStepSeconds(std::max(running, 1), running > 0 ? context / running : 0);
+  const double protected_left =
+      running > 0 ? std::max(0, protected_iterations_ - decode_iterations_) * t_d : 0.0;
+  const double budget = cold ? slot_budget_s_ - elapsed - protected_left
+                             : std::numeric_limits<double>::infinity();
+  double predicted = 0;
+  std::int64_t tokens = 0;
+  PrefillItem item;
+
+  // P first restores calls swapped out at the end of this model's last slot.
+  if (!session_prefill && !p_done_) {
+    for (Request* r : m.running) {
+      if (!r->swapped) continue;
+      if (!Admit(*r, now, item)) break;
+      batch_.push_back(r);
+      items_.push_back(item);
+      predicted += SimEngine::PrefillSeconds(*m.profile, std::span(&item, 1));
+    }
+  }
+  std::int32_t deferred = 0;
+  for (auto it = m.queue.begin(); it != m.queue.end();) {
+    Request& r = **it;
+    if (session_prefill) {
+      if (!SpEligible(r, now)) {
+        ++it;
+        continue;
+      }
+      if (static_cast<std::int32_t>(batch_.size()) >= config_.sp_max_batch) {
+        ++deferred;
+        ++it;
+        continue;
+      }
+    } else if (cold && r.arrived > slot_start_) {
+      break;  // P admits what was queued when the slot opened
+    }
+    // Predict before committing memory: restore + prefill of this call.
+    const auto chain = r.prompt_chain(config_.block_tokens);
+    std::int64_t hit = 0;
+    if (auto s = sessions_.find(r.call.session_id);
+        DeviceReusable(r) && s != sessions_.end() && s->second->model == active_ &&
+        !s->second->blocks.empty()) {
+      hit = static_cast<std::int64_t>(CommonBlocks(chain, s->second->chain)) * config_.block_tokens;
+    }
+    std::int64_t restore = 0;
+    if (hit == 0 && config_.ablation.hkvr && r.call.call_index > 0 && HostRestorable(r)) {
+      restore = static_cast<std::int64_t>(hkvr_.Lookup(m.id, chain, now)) * config_.block_tokens;
+    }
+    const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
+    const PrefillItem guess{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached};
+    const double cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
+    const bool first = batch_.empty();
+    if (!first && (predicted + cost > budget || tokens + guess.new_tokens > config_.max_prefill_batch_tokens)) {
+      if (session_prefill) {
+        ++deferred;
+        ++it;
+        continue;
+      }
+      break;
+    }
+    if (first && cost > budget) {
+      if (session_prefill) {  // SP never overruns the protected decode budget
+        ++deferred;
+        ++it;
+        continue;
+      }
+      ++counters_.deadline_risk;  // P makes progress, and reports the overrun
+    }
+    if (!Admit(r, now, item)) break;  // no KV room: wait
+    r.path = session_prefill ? AdmitPath::kSessionPrefill
+             : cold          ? AdmitPath::kPrefill
+                             : AdmitPath::kContinuous;
+    batch_.push_back(&r);
+    items_.push_back(item);
+    predicted += cost;
+    tokens += guess.new_tokens;
+    it = m.queue.erase(it);
+  }
+  if (session_prefill) {
+    if (holding_ && !batch_.empty()) ++counters_.hold_hits;
+    counters_.sp_admitted += static_cast<std::int64_t>(batch_.size());
+    counters_.sp_deferred += deferred;
+    round_.sp_admitted += static_cast<std::int32_t>(batch_.size());
+    round_.sp_deferred += deferred;
+  }
+  if (batch_.empty()) return false;
+  step_.kind = session_prefill ? Step::Kind::kSessionPrefill : Step::Kind::kPrefill;
+  step_.prefill = PrefillStep{m.profile, items_};
+  return true;
+}
+
+bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
+  Model& m = Active();
+  std::int32_t batch = 0;
+  std::int64_t context = 0;
+  std::int64_t min_left = std::numeric_limits<std::int64_t>::max();
+  for (const Request* r : m.running) {
+    if (r->swapped) continue;
+    ++batch;
+    context += r->context();
+    min_left = std::min(min_left, r->call.output_tokens - r->generated);
+  }
+  if (batch == 0) return false;
+  const bool cold = config_.pool == Pool::kCold;
+  const std::int32_t other = NextModelWithWork(active_);
+  const bool contended = cold && ((other >= 0 && other != active_) || !Active().queue.empty());
+  const double left_s = slot_budget_s_ - ToSeconds(now - slot_start_);
+  if (contended && left_s <= 0) return false;  // Dfin ends with the budget
+
+  const std::int64_t mean_context = context / batch;
+  const double step_s = m.profile->DecodeStepSeconds(batch, mean_context);
+  std::int64_t iterations = min_left;
+  if (contended) iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>(1, std::llround(std::ceil(left_s / step_s))));
+  const bool admits_at_boundaries = !cold || config_.ablation.sp;
+  if (admits_at_boundaries && horizon != kNever) {
+    const double until = std::max(0.0, ToSeconds(horizon - now));
+    iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>(1, std::llround(std::ceil(until / step_s))));
+  }
+  step_.kind = Step::Kind::kDecode;
+  step_.decode = DecodeStep{m.profile, batch, mean_context, static_cast<std::int32_t>(iterations)};
+  return true;
+}
+
+void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
+  // Switch barrier (invariant 3): the outgoing model's D2H copies drain.
+  if (config_.ablation.hkvr) drain = hkvr_.DrainModel(m.id, now) - now;
+  // Calls still decoding are swapped out with the region and resume in the
+  // model's next slot.
+  double swap_s = 0;
+  for (Request* r : m.running) {
+    if (r->swapped) continue;
+    swap_s += static_cast<double>(static_cast<std::int64_t>(r->blocks.size()) * m.block_bytes) /
+              m.profile->h2d_bytes_per_s;
+    r->blocks.clear();
+    r->swapped = true;
+    ++r->preemptions;
+    ++counters_.preemptions;
+  }
+  drain += FromSeconds(swap_s);
+  for (auto& [id, s] : sessions_) {
+    if (s->model == m.id) s->blocks.clear();  // the KV region is released
+  }
+}
+
+bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
+  Model& to = *models_[static_cast<std::size_t>(target)];
+  GatherPlan plan;
+  if (config_.ablation.d2d_staging && active_ >= 0) {
+    plan = stager_.Plan(to.name, to.profile->weight_bytes_per_rank);
+  } else {
+    plan.model = to.name;
+    plan.weight_bytes = plan.h2d_bytes = to.profile->weight_bytes_per_rank;
+  }
+  Duration drain{};
+  const ModelProfile* from = nullptr;
+  if (active_ >= 0) {
+    from = Active().profile;
+    ReleaseModelKv(Active(), now, drain);
+  }
+  stager_.Cancel(pool_);
+  const HbmLayout::Activation activation = layout_.Activate(to.name);
+  pool_.Format(layout_.kv(), to.block_bytes);
+  step_.kind = Step::Kind::kSwitch;
+  step_.switch_step = SwitchStep{from, to.profile, plan, drain, activation.bases_changed};
+  switch_target_ = target;
+  active_ = target;
+  slot_open_ = false;
+  BeginSlotRound(target, now);
+  return true;
+}
+
+void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
+  Model& m = *models_[static_cast<std::size_t>(r.model)];
+  Session& s = SessionFor(r.call.session_id);
+  s.chain.assign(r.call.chain.begin(), r.call.chain.end());
+  s.blocks = std::move(r.blocks);
+  s.model = r.model;
+  s.busy = false;
+  s.last_use = now;
+  if (config_.ablation.hkvr) {
+    const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),
+                                         m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
+                                         m.profile->h2d_bytes_per_s);
+    if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
+  }
+  CallRecord rec;
+  rec.id = r.call.id;
+  rec.instance = config_.name;
+  rec.arrived = r.arrived;
+  rec.admitted = r.admitted;
+  rec.first_token = r.first_token;
+  rec.finished = now;
+  rec.kv_source = r.source;
+  rec.path = r.path;
+  rec.reused_tokens = r.reused;
+  rec.preemptions = r.preemptions;
+  std::erase(m.running, &r);
+  const std::int64_t id = r.call.id;
+  events.OnFinished(rec);
+  requests_.erase(id);
+}
+
+void Instance::TrackHbm() {
+  std::int64_t staged = 0;
+  const auto chunks = stager_.chunks();
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    if (chunks[i] == Stager::ChunkState::kClean || chunks[i] == Stager::ChunkState::kWriting) {
+      staged += stager_.ChunkRange(i).size();
+    }
+  }
+  const std::int64_t used =
+      layout_.weights().size() + pool_.used_bytes() + staged + layout_.graph_pool().size() +
+      layout_.runtime().size() +
+      static_cast<std::int64_t>(config_.non_bump_reserved_gib * static_cast<double>(kGiB));
+  counters_.hbm_peak_bytes = std::max(counters_.hbm_peak_bytes, used);
+}
+
+void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents& events) {
+  TALARIA_CHECK(in_flight_, "Commit without a planned step");
+  in_flight_ = false;
+  const double took = ToSeconds(end - step_start_);
+  switch (step_.kind) {
+    case Step::Kind::kIdle:
+      break;
+    case Step::Kind::kSwitch: {
+      Model& to = Active();
+      SwitchRecord rec;
+      rec.instance = config_.name;
+      rec.from = step_.switch_step.from != nullptr ? step_.switch_step.from->name : "";
+      rec.to = to.name;
+      rec.start = step_start_;
+      rec.timing = timing;
+      rec.path = step_.switch_step.plan.path;
+      rec.staged_bytes = step_.switch_step.plan.d2d_bytes;
+      rec.weight_bytes = step_.switch_step.plan.weight_bytes;
+      rec.dirty_bytes = step_.switch_step.plan.dirty_bytes;
+      rec.recapture = step_.switch_step.recapture;
+      events.OnSwitch(rec);
+      round_.switch_s += took;
+      to.switch_in_estimate_s = 0.7 * to.switch_in_estimate_s + 0.3 * took;  // EWMA
+      StartStagingAfter(end);
+      break;
+    }
+    case Step::Kind::kPrefill:
+    case Step::Kind::kSessionPrefill: {
+      round_.active_s += took;
+      counters_.prefill_s += took;
+      Model& m = Active();
+      for (Request* r : batch_) {
+        if (r->pinned_host_blocks > 0) {
+          hkvr_.Unpin(m.id, r->prompt_chain(config_.block_tokens), r->pinned_host_blocks);
+          r->pinned_host_blocks = 0;
+        }
+        if (r->swapped) {
+          r->swapped = false;  // restored: resumes decoding
+          continue;
+        }
+        r->prefilled = true;
+        r->generated = 1;  // prefill yields the first token
+        r->first_token = end;
+        events.OnFirstToken(r->call.id, end);
+        m.running.push_back(r);
+      }
+      for (Request* r : batch_) {
+        if (r->generated >= r->call.output_tokens && !r->swapped) Finish(*r, end, events);
+      }
+      break;
+    }
+    case Step::Kind::kDecode: {
+      round_.active_s += took;
+      counters_.decode_s += took;
+      decode_iterations_ += step_.decode.iterations;
+      Model& m = Active();
+      batch_.clear();
+      for (Request* r : m.running) {
+        if (r->swapped) continue;
+        r->generated += step_.decode.iterations;
+        if (r->generated >= r->call.output_tokens) batch_.push_back(r);
+      }
+      for (Request* r : batch_) Finish(*r, end, events);
+      break;
+    }
+  }
+  TrackHbm();
+  for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
+  closed_rounds_.clear();
+}
+
+}  // namespace talaria

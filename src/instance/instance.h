@@ -1,0 +1,241 @@
+// An inference instance's scheduler: hot (one pinned model, continuous
+// batching) or cold (several models time-sharing one TP group in rounds),
+// over the memory substrate (DESIGN.md §4-§5, paper §3.2, §3.4, §3.5).
+//
+// A cold round gives each model with work one slot:
+//   P -> D1 -> (SP -> D)* -> Dfin
+// P admits the prefills queued when the slot opened; decode runs in
+// iterations whose ends are the only SP opportunities; at each one, SP admits
+// the bounded batch of eligible continuations (target the active model,
+// arrived after P, device-resident or host-restorable prefix here) whose
+// predicted prefill + restore fits the budget left after protected decode.
+// New sessions never enter through SP. The slot closes when its budget is
+// spent and another model has work, or when it has nothing left to run.
+//
+// Budgets: Eq.3 round accounting; Eq.4 protected decode d_m >= R / T_TPOT
+// (infeasible when T_TPOT <= t_D, reported); Eq.5 R <= gamma * T_TTFT.
+// Shortfalls are counted as deadline risk, never hidden.
+//
+// The scheduler is a policy object: it takes `now` and returns the next step
+// (Plan), and is told when that step ended (Commit). It never reads a clock,
+// sleeps or does I/O; the simulator and the servers drive the same code.
+// Not synchronized: one driver thread per instance.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/time.h"
+#include "engine/engine.h"
+#include "instance/config.h"
+#include "memory/block_hashes.h"
+#include "memory/hbm_layout.h"
+#include "memory/host_kv_registry.h"
+#include "memory/kv_pool.h"
+#include "memory/stager.h"
+#include "profile/profile.h"
+
+namespace talaria {
+
+enum class KvSource { kDevice, kHost, kRecompute };
+const char* ToString(KvSource s);
+
+enum class AdmitPath { kPrefill, kSessionPrefill, kContinuous };
+const char* ToString(AdmitPath p);
+
+// A call as the instance receives it.
+struct CallRequest {
+  std::int64_t id = 0;
+  std::string session_id;
+  std::int32_t call_index = 0;
+  std::string model;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t prefix_tokens = 0;
+  std::int64_t output_tokens = 0;
+  // The prefix is the whole previous context (needed to reuse a hybrid
+  // model's recurrent state, which cannot be rolled back).
+  bool full_reuse = false;
+  // Cumulative hashes of this call's context (prompt + output) blocks. The
+  // caller keeps them alive and unchanged until the call finishes.
+  std::span<const PrefixHash> chain;
+};
+
+struct CallRecord {
+  std::int64_t id = 0;
+  std::string instance;
+  TimePoint arrived;
+  TimePoint admitted;
+  TimePoint first_token;
+  TimePoint finished;
+  KvSource kv_source = KvSource::kRecompute;
+  AdmitPath path = AdmitPath::kPrefill;
+  std::int64_t reused_tokens = 0;  // device hit or host restore
+  std::int32_t preemptions = 0;    // slots it was swapped out across
+};
+
+struct SwitchRecord {
+  std::string instance;
+  std::string from;  // empty for the first activation
+  std::string to;
+  TimePoint start;
+  SwitchTiming timing;
+  SwitchPath path = SwitchPath::kH2d;
+  std::int64_t staged_bytes = 0;  // gathered D2D
+  std::int64_t weight_bytes = 0;
+  std::int64_t dirty_bytes = 0;
+  bool recapture = false;
+};
+
+struct RoundRecord {
+  std::string instance;
+  std::int64_t index = 0;
+  TimePoint start;
+  double active_s = 0;  // prefill, SP and decode steps
+  double switch_s = 0;  // wall = active + switch
+  std::int32_t slots = 0;
+  std::int32_t sp_admitted = 0;
+  std::int32_t sp_deferred = 0;
+};
+
+// Where the instance reports what happened. Called from Commit.
+class InstanceEvents {
+ public:
+  virtual ~InstanceEvents() = default;
+  virtual void OnFirstToken(std::int64_t call_id, TimePoint at) = 0;
+  virtual void OnFinished(const CallRecord& record) = 0;
+  virtual void OnSwitch(const SwitchRecord& record) = 0;
+  virtual void OnRound(const RoundRecord& record) = 0;
+};
+
+struct InstanceCounters {
+  std::int64_t sp_admitted = 0;   // continuations admitted at an SP opportunity
+  std::int64_t sp_deferred = 0;   // eligible continuations left for later, per opportunity
+  std::int64_t host_capacity_misses = 0;  // checkpoints that found no host room
+  std::int64_t restore_skips = 0;         // cached prefix unusable (hybrid state)
+  std::int64_t deadline_risk = 0;         // Eq.4/Eq.5 shortfalls
+  std::int64_t tpot_infeasible = 0;       // slots where T_TPOT <= t_D
+  std::int64_t preemptions = 0;           // running calls swapped out at a slot end
+  std::int64_t holds = 0;                 // slots held open for a return
+  std::int64_t hold_hits = 0;             // held slots a return then entered
+  std::int64_t rounds = 0;
+  std::int64_t hbm_peak_bytes = 0;        // per rank, incl. the non-arena reserve
+  double prefill_s = 0;                   // time in P and SP steps (restores included)
+  double decode_s = 0;                    // time in decode steps
+};
+
+class Instance {
+ public:
+  struct Step {
+    enum class Kind { kIdle, kPrefill, kSessionPrefill, kDecode, kSwitch };
+    Kind kind = Kind::kIdle;
+    // kIdle only: Plan again at this time even if nothing arrives (a slot
+    // held open for returning sessions); TimePoint::max() when not needed.
+    TimePoint wake_at = TimePoint::max();
+    PrefillStep prefill;
+    DecodeStep decode;
+    SwitchStep switch_step;
+  };
+
+  // `profiles` must hold every model of `config` at config.tp and outlive
+  // the instance. Throws InputError for an inconsistent configuration.
+  Instance(InstanceConfig config, const ProfileSet& profiles);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  const std::string& name() const { return config_.name; }
+  const InstanceConfig& config() const { return config_; }
+  bool Hosts(const std::string& model) const;
+
+  // Loads `model` before serving starts, as a warm-up outside any
+  // measurement: no switch record, and staging of the next model begins.
+  // REQUIRES: Hosts(model), nothing active yet.
+  void Warmup(const std::string& model, TimePoint now);
+
+  // A call arrives. REQUIRES: Hosts(call.model).
+  void Enqueue(const CallRequest& call, TimePoint now);
+
+  // The next step to run from `now`, or kIdle when there is nothing to do
+  // until the next arrival. `horizon` is the next time anything outside the
+  // instance is known to happen (an arrival); decode runs in batches of
+  // iterations that stop at the first boundary after it, so an arrival is
+  // seen at the next decode boundary as if stepping one iteration at a time.
+  // REQUIRES: no step in flight.
+  const Step& Plan(TimePoint now, TimePoint horizon);
+  // The planned step ended at `end` (for a switch, with these phases).
+  void Commit(TimePoint end, const SwitchTiming& switch_timing, InstanceEvents& events);
+  bool busy() const { return in_flight_; }
+
+  const InstanceCounters& counters() const { return counters_; }
+  std::int64_t hbm_cap_bytes() const;
+  // Ends the round in progress (if any) so its record is reported.
+  void Flush(InstanceEvents& events);
+
+ private:
+  struct Model;
+  struct Request;
+  struct Session;
+
+  Model& Active() { return *models_[static_cast<std::size_t>(active_)]; }
+  Session& SessionFor(const std::string& id);
+  std::int32_t ModelIndex(const std::string& name) const;
+  bool HasWork(const Model& m) const;
+  std::int32_t NextModelWithWork(std::int32_t after) const;
+
+  void OpenSlot(TimePoint now);
+  bool PlanPrefill(TimePoint now, bool session_prefill);
+  bool PlanDecode(TimePoint now, TimePoint horizon);
+  bool PlanSwitch(TimePoint now, std::int32_t target);
+  bool Admit(Request& r, TimePoint now, PrefillItem& item);
+  bool AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep);
+  void ReleaseModelKv(Model& m, TimePoint now, Duration& drain);
+  void Finish(Request& r, TimePoint now, InstanceEvents& events);
+  double PredictPrefill(const Request& r, TimePoint now);
+  bool SpEligible(const Request& r, TimePoint now);
+  TimePoint HoldUntil(TimePoint now) const;
+  bool DeviceReusable(const Request& r) const;
+  bool HostRestorable(const Request& r) const;
+  void BeginSlotRound(std::int32_t model, TimePoint now);
+  void StartStagingAfter(TimePoint now);
+  void TrackHbm();
+
+  InstanceConfig config_;
+  std::vector<std::unique_ptr<Model>> models_;
+  HbmLayout layout_;
+  KvPool pool_;
+  Stager stager_;
+  HostKvRegistry hkvr_;
+  std::unordered_map<std::int64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
+
+  std::int32_t active_ = -1;  // index into models_, -1 before the first switch
+  bool in_flight_ = false;
+  Step step_;
+  std::vector<Request*> batch_;          // requests of the planned prefill step
+  std::vector<PrefillItem> items_;       // and their items
+  std::vector<BlockId> scratch_blocks_;
+  std::int32_t switch_target_ = -1;
+  TimePoint step_start_;
+
+  // Slot and round state.
+  bool slot_open_ = false;
+  TimePoint slot_start_;
+  double slot_budget_s_ = 0;
+  std::int32_t protected_iterations_ = 0;  // Eq.4 d_m for this slot
+  std::int32_t decode_iterations_ = 0;     // done in this slot
+  bool p_done_ = false;
+  bool holding_ = false;
+  bool round_open_ = false;
+  bool slot_round_counted_ = false;
+  std::int32_t round_last_model_ = -1;
+  RoundRecord round_;
+  std::vector<RoundRecord> closed_rounds_;  // reported at the next Commit
+  InstanceCounters counters_;
+};
+
+}  // namespace talaria

@@ -1,0 +1,27 @@
+// A simulated (or served) cluster: instances, their pools and models, and the
+// profile directory, from a TOML file (docs/cluster-config.md). Every key has
+// a documented default; unknown keys and bad values are rejected with the
+// file, line and key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "instance/config.h"
+
+namespace talaria {
+
+struct ClusterConfig {
+  std::string source;        // file it was loaded from
+  std::string profiles_dir;  // resolved against the file's directory
+  std::vector<InstanceConfig> instances;
+};
+
+ClusterConfig LoadClusterConfig(const std::string& path);
+
+// The §5.1 ablations by name: talaria, no-sp, no-hkvr, h2d-only, round-only.
+// Returns false for an unknown name.
+bool AblationByName(const std::string& name, Ablation& out);
+const std::vector<std::string>& AblationNames();
+
+}  // namespace talaria

@@ -1,0 +1,344 @@
+#include "sim/replay.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "engine/sim_engine.h"
+#include "memory/block_hashes.h"
+#include "sim/event_queue.h"
+
+namespace talaria {
+namespace {
+
+struct SessionRun {
+  std::vector<std::size_t> calls;  // trace indices in call order
+  std::size_t next = 0;            // next call to release
+  std::vector<PrefixHash> chain;   // context blocks of the call in flight
+  std::int64_t previous_context = 0;
+  TimePoint first_intended;
+};
+
+struct CallRun {
+  std::size_t session = 0;
+  std::int32_t instance = -1;
+  TimePoint intended;
+};
+
+enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake };
+struct Event {
+  EventKind kind;
+  std::int32_t index;  // trace call index, or instance index
+};
+
+class Driver final : public InstanceEvents {
+ public:
+  Driver(const ClusterConfig& cluster, const ProfileSet& profiles, const Trace& trace,
+         const ReplayOptions& options, ReplayResult& result)
+      : trace_(trace), options_(options), result_(result), calls_(trace.calls.size()) {
+    for (const auto& ic : cluster.instances) {
+      instances_.push_back(std::make_unique<Instance>(ic, profiles));
+      if (ic.block_tokens != cluster.instances.front().block_tokens) {
+        throw InputError(cluster.source, "every instance must use the same block_tokens");
+      }
+    }
+    block_tokens_ = cluster.instances.front().block_tokens;
+    pending_timing_.resize(instances_.size());
+    for (const auto& s : GroupSessions(trace)) {
+      SessionRun run;
+      run.calls = s.calls;
+      for (std::size_t i : s.calls) calls_[i].session = sessions_.size();
+      sessions_.push_back(std::move(run));
+    }
+    for (const auto& c : trace.calls) {
+      if (Route(c.model) < 0) {
+        throw InputError(cluster.source, "no instance hosts model '" + c.model + "' (session '" +
+                                             c.session_id + "')");
+      }
+    }
+    if (!options.records_dir.empty()) {
+      std::filesystem::create_directories(options.records_dir);
+      calls_out_.open(options.records_dir + "/calls.jsonl");
+      rounds_out_.open(options.records_dir + "/rounds.jsonl");
+      switches_out_.open(options.records_dir + "/switches.jsonl");
+      if (!calls_out_ || !rounds_out_ || !switches_out_) {
+        throw InputError(options.records_dir, "cannot write replay records");
+      }
+    }
+  }
+
+  void Run() {
+    for (const auto& inst : instances_) inst->Warmup(inst->config().models.front(), TimePoint{});
+    for (std::size_t s = 0; s < sessions_.size(); ++s) {
+      const std::size_t first = sessions_[s].calls.front();
+      Release(first, AtSeconds(trace_.calls[first].gap_s));
+    }
+    while (!events_.empty()) {
+      const auto e = events_.Pop();
+      now_ = e.at;
+      if (e.payload.kind == EventKind::kArrival) {
+        Arrive(static_cast<std::size_t>(e.payload.index));
+      } else if (e.payload.kind == EventKind::kWake) {
+        Kick(e.payload.index);
+      } else {
+        Instance& inst = *instances_[static_cast<std::size_t>(e.payload.index)];
+        inst.Commit(now_, pending_timing_[static_cast<std::size_t>(e.payload.index)], *this);
+        Kick(e.payload.index);
+      }
+    }
+    for (const auto& inst : instances_) inst->Flush(*this);
+    result_.makespan_s = ToSeconds(now_);
+    for (const auto& inst : instances_) {
+      const InstanceCounters& c = inst->counters();
+      InstanceCounters& sum = result_.counters;
+      sum.sp_admitted += c.sp_admitted;
+      sum.sp_deferred += c.sp_deferred;
+      sum.host_capacity_misses += c.host_capacity_misses;
+      sum.restore_skips += c.restore_skips;
+      sum.deadline_risk += c.deadline_risk;
+      sum.tpot_infeasible += c.tpot_infeasible;
+      sum.preemptions += c.preemptions;
+      sum.holds += c.holds;
+      sum.hold_hits += c.hold_hits;
+      sum.prefill_s += c.prefill_s;
+      sum.decode_s += c.decode_s;
+      sum.rounds += c.rounds;
+      sum.hbm_peak_bytes = std::max(sum.hbm_peak_bytes, c.hbm_peak_bytes);
+      result_.hbm_cap_bytes = std::max(result_.hbm_cap_bytes, inst->hbm_cap_bytes());
+    }
+    result_.hbm_peak_bytes = result_.counters.hbm_peak_bytes;
+    result_.rounds = result_.counters.rounds;
+  }
+
+  void OnFirstToken(std::int64_t call_id, TimePoint at) override {
+    result_.ttft_s.Add(ToSeconds(at - calls_[static_cast<std::size_t>(call_id)].intended));
+  }
+
+  void OnFinished(const CallRecord& rec) override {
+    const auto index = static_cast<std::size_t>(rec.id);
+    const CallRun& run = calls_[index];
+    SessionRun& s = sessions_[run.session];
+    const TraceCall& c = trace_.calls[index];
+    ++result_.calls_completed;
+    ++result_.kv_sources[ToString(rec.kv_source)];
+    ++result_.admit_paths[ToString(rec.path)];
+    if (calls_out_.is_open()) {
+      nlohmann::ordered_json j;
+      j["session_id"] = c.session_id;
+      j["call_index"] = c.call_index;
+      j["model"] = c.model;
+      j["instance"] = rec.instance;
+      j["intended_enqueue_s"] = ToSeconds(run.intended);
+      j["arrived_s"] = ToSeconds(rec.arrived);
+      j["admitted_s"] = ToSeconds(rec.admitted);
+      j["first_token_s"] = ToSeconds(rec.first_token);
+      j["finished_s"] = ToSeconds(rec.finished);
+      j["ttft_s"] = ToSeconds(rec.first_token - run.intended);
+      j["admit_path"] = ToString(rec.path);
+      j["kv_source"] = ToString(rec.kv_source);
+      j["reused_tokens"] = rec.reused_tokens;
+      j["preemptions"] = rec.preemptions;
+      calls_out_ << j.dump() << '\n';
+    }
+    if (s.next < s.calls.size()) {
+      const TraceCall& next = trace_.calls[s.calls[s.next]];
+      const double gap = std::min(next.gap_uncapped_s.value_or(next.gap_s), options_.gap_cap_s);
+      Release(s.calls[s.next], rec.finished + FromSeconds(gap));
+    } else {
+      result_.sct_s.Add(ToSeconds(rec.finished - s.first_intended));
+    }
+    if (options_.progress && ToSeconds(rec.finished) >= next_progress_s_) {
+      next_progress_s_ = ToSeconds(rec.finished) + 60.0;
+      options_.progress(result_.calls_completed, result_.calls_total);
+    }
+  }
+
+  void OnSwitch(const SwitchRecord& rec) override {
+    result_.switch_ms.Add(rec.timing.total_s() * 1e3);
+    ++result_.switch_paths[ToString(rec.path)];
+    if (switches_out_.is_open()) {
+      nlohmann::ordered_json j;
+      j["instance"] = rec.instance;
+      j["from"] = rec.from;
+      j["to"] = rec.to;
+      j["start_s"] = ToSeconds(rec.start);
+      j["path"] = ToString(rec.path);
+      j["total_ms"] = rec.timing.total_s() * 1e3;
+      j["save_teardown_ms"] = rec.timing.save_teardown_s * 1e3;
+      j["open_weights_ms"] = rec.timing.open_weights_s * 1e3;
+      j["kv_shell_ms"] = rec.timing.kv_shell_s * 1e3;
+      j["runtime_graph_ms"] = rec.timing.runtime_graph_s * 1e3;
+      j["publish_ms"] = rec.timing.publish_s * 1e3;
+      j["staged_bytes"] = rec.staged_bytes;
+      j["weight_bytes"] = rec.weight_bytes;
+      j["staged_coverage"] = rec.weight_bytes > 0 ? static_cast<double>(rec.staged_bytes) /
+                                                        static_cast<double>(rec.weight_bytes)
+                                                  : 0.0;
+      j["dirty_bytes"] = rec.dirty_bytes;
+      j["recapture"] = rec.recapture;
+      switches_out_ << j.dump() << '\n';
+    }
+  }
+
+  void OnRound(const RoundRecord& rec) override {
+    result_.active_s += rec.active_s;
+    result_.switch_s += rec.switch_s;
+    if (rounds_out_.is_open()) {
+      nlohmann::ordered_json j;
+      j["instance"] = rec.instance;
+      j["round"] = rec.index;
+      j["start_s"] = ToSeconds(rec.start);
+      j["wall_s"] = rec.active_s + rec.switch_s;
+      j["active_s"] = rec.active_s;
+      j["switch_s"] = rec.switch_s;
+      j["slots"] = rec.slots;
+      j["sp_admitted"] = rec.sp_admitted;
+      j["sp_deferred"] = rec.sp_deferred;
+      rounds_out_ << j.dump() << '\n';
+    }
+  }
+
+ private:
+  std::int32_t Route(const std::string& model) const {
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      if (instances_[i]->Hosts(model)) return static_cast<std::int32_t>(i);
+    }
+    return -1;
+  }
+
+  void Release(std::size_t call, TimePoint at) {
+    CallRun& run = calls_[call];
+    run.intended = at;
+    SessionRun& s = sessions_[run.session];
+    if (s.next == 0) s.first_intended = at;
+    ++s.next;
+    events_.Push(at, Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
+  }
+
+  void Arrive(std::size_t call) {
+    const TraceCall& c = trace_.calls[call];
+    CallRun& run = calls_[call];
+    SessionRun& s = sessions_[run.session];
+    ExtendSessionChain(s.chain, c.prefix_tokens, c.prompt_tokens + c.output_tokens, block_tokens_,
+                       c.token_seed, c.call_index);
+    CallRequest req;
+    req.id = static_cast<std::int64_t>(call);
+    req.session_id = c.session_id;
+    req.call_index = c.call_index;
+    req.model = c.model;
+    req.prompt_tokens = c.prompt_tokens;
+    req.prefix_tokens = c.prefix_tokens;
+    req.output_tokens = c.output_tokens;
+    req.full_reuse = c.call_index > 0 && c.prefix_tokens == s.previous_context;
+    req.chain = s.chain;
+    s.previous_context = c.prompt_tokens + c.output_tokens;
+    run.instance = Route(c.model);
+    instances_[static_cast<std::size_t>(run.instance)]->Enqueue(req, now_);
+    Kick(run.instance);
+  }
+
+  void Kick(std::int32_t index) {
+    Instance& inst = *instances_[static_cast<std::size_t>(index)];
+    if (inst.busy()) return;
+    const Instance::Step& step = inst.Plan(now_, events_.NextTime());
+    Duration took{};
+    SwitchTiming& timing = pending_timing_[static_cast<std::size_t>(index)];
+    timing = SwitchTiming{};
+    switch (step.kind) {
+      case Instance::Step::Kind::kIdle:
+        if (step.wake_at != TimePoint::max()) {
+          events_.Push(step.wake_at, Event{EventKind::kWake, index});
+        }
+        return;
+      case Instance::Step::Kind::kPrefill:
+      case Instance::Step::Kind::kSessionPrefill:
+        took = engine_.Prefill(step.prefill);
+        break;
+      case Instance::Step::Kind::kDecode:
+        took = engine_.Decode(step.decode);
+        break;
+      case Instance::Step::Kind::kSwitch:
+        timing = engine_.Switch(step.switch_step);
+        took = FromSeconds(timing.total_s());
+        break;
+    }
+    events_.Push(now_ + took, Event{EventKind::kStepDone, index});
+  }
+
+  const Trace& trace_;
+  const ReplayOptions& options_;
+  ReplayResult& result_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<SwitchTiming> pending_timing_;
+  std::vector<SessionRun> sessions_;
+  std::vector<CallRun> calls_;
+  EventQueue<Event> events_;
+  SimEngine engine_;
+  TimePoint now_{};
+  std::int32_t block_tokens_ = 64;
+  double next_progress_s_ = 60.0;
+  std::ofstream calls_out_, rounds_out_, switches_out_;
+};
+
+}  // namespace
+
+nlohmann::ordered_json ReplayResult::ToJson() const {
+  auto pct = [](const Sample& s, double q) { return s.empty() ? 0.0 : s.Percentile(q); };
+  nlohmann::ordered_json j;
+  j["config"] = config;
+  j["calls_total"] = calls_total;
+  j["calls_completed"] = calls_completed;
+  j["sessions"] = sessions;
+  j["sct_p50_s"] = pct(sct_s, 50);
+  j["sct_p95_s"] = pct(sct_s, 95);
+  j["ttft_p50_s"] = pct(ttft_s, 50);
+  j["ttft_p95_s"] = pct(ttft_s, 95);
+  j["switch_p50_ms"] = pct(switch_ms, 50);
+  j["switch_p95_ms"] = pct(switch_ms, 95);
+  j["switches"] = static_cast<std::int64_t>(switch_ms.count());
+  nlohmann::ordered_json paths;
+  for (const char* p : {"d2d", "partial", "h2d"}) {
+    auto it = switch_paths.find(p);
+    paths[p] = it == switch_paths.end() ? 0 : it->second;
+  }
+  j["switch_paths"] = paths;
+  j["switch_share"] = switch_share();
+  j["active_s"] = active_s;
+  j["prefill_s"] = counters.prefill_s;
+  j["decode_s"] = counters.decode_s;
+  j["switch_s"] = switch_s;
+  j["rounds"] = rounds;
+  j["hbm_peak_gib"] = ToGiB(hbm_peak_bytes);
+  j["hbm_cap_gib"] = ToGiB(hbm_cap_bytes);
+  j["sp_admitted"] = counters.sp_admitted;
+  j["sp_deferred"] = counters.sp_deferred;
+  j["host_capacity_misses"] = counters.host_capacity_misses;
+  j["restore_skips"] = counters.restore_skips;
+  j["deadline_risk"] = counters.deadline_risk;
+  j["preemptions"] = counters.preemptions;
+  j["slot_holds"] = counters.holds;
+  j["slot_hold_hits"] = counters.hold_hits;
+  nlohmann::ordered_json sources;
+  for (const char* s : {"device", "host", "recompute"}) {
+    auto it = kv_sources.find(s);
+    sources[s] = it == kv_sources.end() ? 0 : it->second;
+  }
+  j["kv_sources"] = sources;
+  j["makespan_s"] = makespan_s;
+  return j;
+}
+
+ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& cluster,
+                       const ProfileSet& profiles, const Trace& trace, const ReplayOptions& options) {
+  ReplayResult result;
+  result.config = config_name;
+  result.calls_total = static_cast<std::int64_t>(trace.calls.size());
+  result.sessions = static_cast<std::int64_t>(GroupSessions(trace).size());
+  Driver driver(cluster, profiles, trace, options, result);
+  driver.Run();
+  return result;
+}
+
+}  // namespace talaria
