@@ -1,0 +1,366 @@
+#include "instance/instance.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/sim_engine.h"
+#include "instance/test_profiles.h"
+#include "memory/block_hashes.h"
+
+namespace talaria {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+// Drives one instance with scripted arrivals, stepping one decode iteration
+// at a time (horizon = now), and records each step as a short string:
+//   "switch:m"      a switch to model m
+//   "P:a0,b0"       a P-phase prefill of calls a0 and b0 (session + index)
+//   "SP:a1"         a session-prefill batch
+//   "D"             one decode iteration
+class Harness : public InstanceEvents {
+ public:
+  struct Call {
+    double at_s;
+    std::string session;
+    int index;
+    std::string model;
+    std::int64_t prompt;
+    std::int64_t prefix;
+    std::int64_t output;
+  };
+
+  Harness(InstanceConfig config, std::vector<ModelProfile> profiles) {
+    for (auto& p : profiles) set_.Add(p);
+    instance_ = std::make_unique<Instance>(std::move(config), set_);
+  }
+
+  void Warmup(const std::string& model) { instance_->Warmup(model, TimePoint{}); }
+
+  // Runs until every call finished or `until_s`; returns the step log.
+  std::vector<std::string> Run(std::vector<Call> calls, double until_s = 1000) {
+    calls_ = std::move(calls);
+    chains_.resize(calls_.size());
+    std::size_t next = 0;
+    TimePoint now{};
+    for (int guard = 0; guard < 100000; ++guard) {
+      // Deliver arrivals due by now.
+      while (next < calls_.size() && AtSeconds(calls_[next].at_s) <= now) Deliver(next++, now);
+      const TimePoint horizon = next < calls_.size() ? AtSeconds(calls_[next].at_s) : now;
+      const Instance::Step& step = instance_->Plan(now, horizon);
+      if (step.kind == Instance::Step::Kind::kIdle) {
+        TimePoint wake = step.wake_at;
+        if (next < calls_.size()) wake = std::min(wake, AtSeconds(calls_[next].at_s));
+        if (wake == TimePoint::max() || ToSeconds(wake) > until_s) break;
+        now = std::max(now, wake);
+        continue;
+      }
+      Duration took{};
+      SwitchTiming timing;
+      switch (step.kind) {
+        case Instance::Step::Kind::kPrefill:
+        case Instance::Step::Kind::kSessionPrefill: {
+          std::string s = step.kind == Instance::Step::Kind::kPrefill ? "P:" : "SP:";
+          took = engine_.Prefill(step.prefill);
+          pending_label_ = s;
+          break;
+        }
+        case Instance::Step::Kind::kDecode:
+          took = engine_.Decode(step.decode);
+          log_.push_back(step.decode.iterations == 1 ? "D" : "D" + std::to_string(step.decode.iterations));
+          break;
+        case Instance::Step::Kind::kSwitch:
+          timing = engine_.Switch(step.switch_step);
+          took = FromSeconds(timing.total_s());
+          log_.push_back("switch:" + step.switch_step.to->name);
+          switch_plans_.push_back(step.switch_step.plan);
+          break;
+        default:
+          break;
+      }
+      now += took;
+      first_tokens_this_step_.clear();
+      instance_->Commit(now, timing, *this);
+      if (!pending_label_.empty()) {
+        std::string s = pending_label_;
+        for (std::size_t i = 0; i < first_tokens_this_step_.size(); ++i) {
+          s += (i ? "," : "") + first_tokens_this_step_[i];
+        }
+        log_.push_back(s);
+        pending_label_.clear();
+      }
+      if (finished_.size() == calls_.size()) break;
+    }
+    instance_->Flush(*this);
+    return log_;
+  }
+
+  void OnFirstToken(std::int64_t id, TimePoint) override {
+    first_tokens_this_step_.push_back(Name(static_cast<std::size_t>(id)));
+  }
+  void OnFinished(const CallRecord& r) override { finished_[Name(static_cast<std::size_t>(r.id))] = r; }
+  void OnSwitch(const SwitchRecord& r) override { switches_.push_back(r); }
+  void OnRound(const RoundRecord& r) override { rounds_.push_back(r); }
+
+  const CallRecord& Finished(const std::string& name) const { return finished_.at(name); }
+  bool Done(const std::string& name) const { return finished_.contains(name); }
+  const std::vector<SwitchRecord>& switches() const { return switches_; }
+  const std::vector<GatherPlan>& plans() const { return switch_plans_; }
+  const std::vector<RoundRecord>& rounds() const { return rounds_; }
+  const Instance& instance() const { return *instance_; }
+
+ private:
+  std::string Name(std::size_t i) const { return calls_[i].session + std::to_string(calls_[i].index); }
+
+  void Deliver(std::size_t i, TimePoint now) {
+    const Call& c = calls_[i];
+    // A session's chain: extend the previous call's (same session) chain.
+    std::vector<PrefixHash>& chain = chains_[i];
+    for (std::size_t j = i; j-- > 0;) {
+      if (calls_[j].session == c.session) {
+        chain = chains_[j];
+        break;
+      }
+    }
+    ExtendSessionChain(chain, c.prefix, c.prompt + c.output, 64, std::hash<std::string>{}(c.session), c.index);
+    CallRequest r;
+    r.id = static_cast<std::int64_t>(i);
+    r.session_id = c.session;
+    r.call_index = c.index;
+    r.model = c.model;
+    r.prompt_tokens = c.prompt;
+    r.prefix_tokens = c.prefix;
+    r.output_tokens = c.output;
+    r.full_reuse = false;
+    for (std::size_t j = i; j-- > 0;) {
+      if (calls_[j].session == c.session) {
+        r.full_reuse = c.prefix == calls_[j].prompt + calls_[j].output;
+        break;
+      }
+    }
+    r.chain = chain;
+    instance_->Enqueue(r, now);
+  }
+
+  ProfileSet set_;
+  std::unique_ptr<Instance> instance_;
+  SimEngine engine_;
+  std::vector<Call> calls_;
+  std::vector<std::vector<PrefixHash>> chains_;
+  std::vector<std::string> log_;
+  std::string pending_label_;
+  std::vector<std::string> first_tokens_this_step_;
+  std::map<std::string, CallRecord> finished_;
+  std::vector<SwitchRecord> switches_;
+  std::vector<GatherPlan> switch_plans_;
+  std::vector<RoundRecord> rounds_;
+};
+
+InstanceConfig Cold(std::vector<std::string> models, Ablation ablation = {}) {
+  InstanceConfig c;
+  c.name = "test";
+  c.pool = Pool::kCold;
+  c.models = std::move(models);
+  c.tp = 1;
+  c.bump_fraction = 1.0;
+  c.non_bump_reserved_gib = 0;
+  c.runtime_gib = 1;
+  c.graph_pool_gib = 1;
+  c.staging_chunk_mib = 1024;
+  c.host_kv_gib_per_rank = 8;
+  c.ttft_target_s = 10;   // round bound 9 s
+  c.tpot_target_s = 0.5;  // protected decode: 18 iterations per slot
+  c.ablation = ablation;
+  return c;
+}
+
+// One model, two sessions: a's short call finishes, its continuation returns
+// while b still decodes, and enters at the next decode boundary by SP with a
+// device hit.
+TEST(ColdInstanceTest, ContinuationEntersMidSlotBySessionPrefill) {
+  Harness h(Cold({"m"}), {testing::TinyProfile("m")});
+  h.Warmup("m");
+  const auto log = h.Run({{0, "a", 0, "m", 100, 0, 2},
+                          {0, "b", 0, "m", 100, 0, 8},
+                          {0.215, "a", 1, "m", 150, 102, 1}});
+  EXPECT_THAT(log, ElementsAre("P:a0,b0", "D", "D", "SP:a1", "D", "D", "D", "D", "D"));
+  EXPECT_EQ(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+  EXPECT_EQ(h.Finished("a1").kv_source, KvSource::kDevice);
+  EXPECT_EQ(h.Finished("a1").reused_tokens, 64);  // one full 64-token block of the 102
+  EXPECT_EQ(h.instance().counters().sp_admitted, 1);
+}
+
+// The same script without SP: the continuation waits for the next slot's P,
+// which opens only when the current slot has nothing left to run.
+TEST(ColdInstanceTest, WithoutSessionPrefillTheReturnWaitsForTheNextSlot) {
+  Harness h(Cold({"m"}, {.sp = false, .hkvr = true, .d2d_staging = true}), {testing::TinyProfile("m")});
+  h.Warmup("m");
+  const auto log = h.Run({{0, "a", 0, "m", 100, 0, 2},
+                          {0, "b", 0, "m", 100, 0, 8},
+                          {0.215, "a", 1, "m", 150, 102, 1}});
+  // With no admission possible at boundaries, decode runs to the next finish.
+  EXPECT_THAT(log, ElementsAre("P:a0,b0", "D", "D6", "P:a1"));
+  EXPECT_EQ(h.Finished("a1").path, AdmitPath::kPrefill);
+  EXPECT_GT(h.Finished("a1").admitted, h.Finished("b0").finished - FromSeconds(1e-9));
+}
+
+// New sessions never bypass P: a first call arriving mid-slot waits.
+TEST(ColdInstanceTest, NewSessionsNeverEnterBySessionPrefill) {
+  Harness h(Cold({"m"}), {testing::TinyProfile("m")});
+  h.Warmup("m");
+  const auto log = h.Run({{0, "b", 0, "m", 100, 0, 5}, {0.105, "c", 0, "m", 100, 0, 1}});
+  EXPECT_THAT(log, ElementsAre("P:b0", "D", "D", "D", "D", "P:c0"));
+  EXPECT_EQ(h.Finished("c0").path, AdmitPath::kPrefill);
+  EXPECT_EQ(h.instance().counters().sp_admitted, 0);
+}
+
+// Two models: a slot runs until its budget is spent while the other model
+// waits, then the instance switches; the waiting call's P opens the slot.
+TEST(ColdInstanceTest, SlotBudgetEndsTheSlotAndRoundRobinSwitches) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.ttft_target_s = 1.0;        // round 0.9 s: 0.45 s per slot with two models
+  c.tpot_target_s = 0.1;        // protected decode 9 iterations = 0.09 s
+  c.min_prefill_budget_s = 0;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  h.Run({{0, "a", 0, "m", 100, 0, 100}, {0, "x", 0, "n", 100, 0, 1}});
+  ASSERT_GE(h.switches().size(), 2u);
+  EXPECT_EQ(h.switches()[0].to, "n");
+  EXPECT_EQ(h.switches()[1].to, "m");
+  // a0 was preempted at the end of m's slot, swapped out and resumed.
+  EXPECT_GE(h.Finished("a0").preemptions, 1);
+  EXPECT_GE(h.instance().counters().preemptions, 1);
+  EXPECT_TRUE(h.Done("x0"));
+}
+
+// Staging: while m serves, n's weights are staged; the switch to n gathers
+// them device-to-device. With staging off it reloads everything from host.
+TEST(ColdInstanceTest, StagedSwitchIsD2dAndUnstagedIsH2d) {
+  for (bool staging : {true, false}) {
+    SCOPED_TRACE(staging ? "staging" : "no staging");
+    Harness h(Cold({"m", "n"}, {.sp = true, .hkvr = true, .d2d_staging = staging}),
+              {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    // m decodes 2 s, long enough to stage 8 GiB at 8 GiB/s; then n has work.
+    h.Run({{0, "a", 0, "m", 100, 0, 200}, {1.5, "x", 0, "n", 100, 0, 1}});
+    ASSERT_FALSE(h.switches().empty());
+    const SwitchRecord& s = h.switches().front();
+    EXPECT_EQ(s.to, "n");
+    EXPECT_EQ(s.path, staging ? SwitchPath::kD2d : SwitchPath::kH2d);
+    EXPECT_EQ(s.staged_bytes, staging ? 8 * kGiB : 0);
+    // Phase 2 follows the gather plan: 8 GiB at 640 GiB/s or at 8 GiB/s.
+    EXPECT_NEAR(s.timing.open_weights_s, staging ? 8.0 / 640 : 1.0, 1e-9);
+  }
+}
+
+// HKVR: a session's KV survives a switch away and back as host-restorable;
+// without HKVR the continuation recomputes its prefix.
+TEST(ColdInstanceTest, HostRegistryKeepsKvAcrossSwitches) {
+  for (bool hkvr : {true, false}) {
+    SCOPED_TRACE(hkvr ? "hkvr" : "no hkvr");
+    Harness h(Cold({"m", "n"}, {.sp = true, .hkvr = hkvr, .d2d_staging = true}),
+              {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    h.Run({{0, "a", 0, "m", 640, 0, 1},      // a0 finishes at 0.64 s on m
+           {0.7, "x", 0, "n", 100, 0, 1},    // n waits out m's 1 s hold, then m switches away
+           {2.0, "a", 1, "m", 700, 641, 1}}); // a returns after m's KV was released
+    const CallRecord& a1 = h.Finished("a1");
+    EXPECT_EQ(a1.kv_source, hkvr ? KvSource::kHost : KvSource::kRecompute);
+    EXPECT_EQ(a1.reused_tokens, hkvr ? 640 : 0);
+  }
+}
+
+// With nothing left to run, the slot stays open up to slot_hold_s after a
+// session finished, so its return enters by SP instead of waiting a round.
+TEST(ColdInstanceTest, HeldSlotCatchesALoneSessionsReturn) {
+  for (double hold : {1.0, 0.0}) {
+    SCOPED_TRACE(hold);
+    InstanceConfig c = Cold({"m", "n"});
+    c.slot_hold_s = hold;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    h.Run({{0, "a", 0, "m", 100, 0, 1}, {0, "x", 0, "n", 100, 0, 1}, {0.4, "a", 1, "m", 150, 101, 1}});
+    const CallRecord& a1 = h.Finished("a1");
+    if (hold > 0) {
+      EXPECT_EQ(a1.path, AdmitPath::kSessionPrefill);
+      EXPECT_EQ(a1.kv_source, KvSource::kDevice);
+X
+      EXPECT_EQ(h.instance().counters().hold_hits, 1);
+    } else {
+      EXPECT_EQ(a1.path, AdmitPath::kPrefill);  // next slot of m
+      EXPECT_LT(h.switches().front().start, a1.admitted);
+    }
+  }
+}
+
+// A hybrid model cannot roll its recurrent state back: a continuation that
+// does not reuse the whole previous context recomputes (a restore skip).
+TEST(ColdInstanceTest, HybridPartialReuseIsARestoreSkip) {
+  Harness h(Cold({"h"}), {testing::TinyProfile("h", AttentionFamily::kHybrid)});
+  h.Warmup("h");
+  std::vector<Harness::Call> calls = {{0, "a", 0, "h", 640, 0, 1}, {0.7, "a", 1, "h", 700, 320, 1}};
+  h.Run(calls);
+  EXPECT_EQ(h.Finished("a1").kv_source, KvSource::kRecompute);
+  EXPECT_GE(h.instance().counters().restore_skips, 1);
+}
+
+// Eq.4: when T_TPOT <= t_D the decode target is infeasible and reported.
+TEST(ColdInstanceTest, InfeasibleTpotIsReportedNotHidden) {
+  InstanceConfig c = Cold({"m"});
+  c.tpot_target_s = 0.005;  // below the 10 ms decode step
+  Harness h(c, {testing::TinyProfile("m")});
+  h.Warmup("m");
+  h.Run({{0, "a", 0, "m", 100, 0, 3}});
+  EXPECT_GE(h.instance().counters().tpot_infeasible, 1);
+  EXPECT_GE(h.instance().counters().deadline_risk, 1);
+  EXPECT_TRUE(h.Done("a0"));
+}
+
+// A hot instance pins its model and admits new sessions at every decode
+// boundary (continuous batching), never switching.
+TEST(HotInstanceTest, ContinuousBatchingAdmitsAtBoundaries) {
+  InstanceConfig c = Cold({"m"});
+  c.pool = Pool::kHot;
+  Harness h(c, {testing::TinyProfile("m")});
+  h.Warmup("m");
+  const auto log = h.Run({{0, "b", 0, "m", 100, 0, 5}, {0.105, "c", 0, "m", 100, 0, 1}});
+  EXPECT_THAT(log, ElementsAre("P:b0", "D", "P:c0", "D", "D", "D"));
+  EXPECT_EQ(h.Finished("c0").path, AdmitPath::kContinuous);
+  EXPECT_TRUE(h.switches().empty());
+}
+
+TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {
+  ProfileSet set;
+  set.Add(testing::TinyProfile("m"));
+  InstanceConfig missing = Cold({"nope"});
+  EXPECT_THROW(Instance(missing, set), InputError);
+  InstanceConfig hot = Cold({"m", "m2"});
+  hot.pool = Pool::kHot;
+  set.Add(testing::TinyProfile("m2"));
+  EXPECT_THROW(Instance(hot, set), InputError);
+}
+
+TEST(ColdInstanceTest, RoundsDecomposeIntoActiveAndSwitchTime) {
+  Harness h(Cold({"m", "n"}), {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  h.Run({{0, "a", 0, "m", 100, 0, 3}, {0, "x", 0, "n", 100, 0, 3}});
+  double active = 0, switching = 0;
+  for (const auto& r : h.rounds()) {
+    active += r.active_s;
+    switching += r.switch_s;
+  }
+  double switches = 0;
+  for (const auto& s : h.switches()) switches += s.timing.total_s();
+  EXPECT_NEAR(switching, switches, 1e-9);
+  EXPECT_GT(active, 0);
+  EXPECT_EQ(h.instance().counters().rounds, static_cast<std::int64_t>(h.rounds().size()));
+}
+
+}  // namespace
+}  // namespace talaria

@@ -1,0 +1,70 @@
+#include "sim/cluster_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace talaria {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string LoadError(const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / "talaria_cluster_test.toml";
+  std::ofstream(path) << text;
+  try {
+    LoadClusterConfig(path.string());
+  } catch (const InputError& e) {
+    std::filesystem::remove(path);
+    return e.what();
+  }
+  std::filesystem::remove(path);
+  return "";
+}
+
+TEST(ClusterConfigTest, ShippedConfigLoadsWithDefaults) {
+  const ClusterConfig c = LoadClusterConfig(std::string(TALARIA_SOURCE_DIR) + "/configs/tp8-three-models.toml");
+  ASSERT_EQ(c.instances.size(), 1u);
+  EXPECT_EQ(c.instances[0].tp, 8);
+  EXPECT_EQ(c.instances[0].models.size(), 3u);
+  EXPECT_EQ(c.instances[0].pool, Pool::kCold);
+  EXPECT_DOUBLE_EQ(c.instances[0].bump_fraction, 0.8);
+  EXPECT_THAT(c.profiles_dir, HasSubstr("profiles"));
+}
+
+TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
+  EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\ngamma = 1.5\n"),
+              HasSubstr(".toml:3: key 'instance[0].gamma': must be in"));
+  EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nsp = \"yes\"\n"),
+              HasSubstr("key 'instance[0].sp': must be true or false"));
+  EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nttft = 3\n"),
+              HasSubstr("key 'instance[0].ttft': unknown key"));
+  EXPECT_THAT(LoadError("[[instance]]\npool = \"warm\"\nmodels = [\"a\"]\n"),
+              HasSubstr("must be \"hot\" or \"cold\""));
+  EXPECT_THAT(LoadError("profiles = \"p\"\n"), HasSubstr("needs at least one [[instance]]"));
+  EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\n[[instance]]\nname = \"instance-0\"\nmodels = [\"b\"]\n"),
+              HasSubstr("duplicate instance name"));
+  EXPECT_THAT(LoadError("[[instance]\n"), HasSubstr("not valid TOML"));
+}
+
+TEST(AblationTest, NamesMapToTheSection51Switches) {
+  Ablation a;
+  ASSERT_TRUE(AblationByName("round-only", a));
+  EXPECT_FALSE(a.sp || a.hkvr || a.d2d_staging);
+  ASSERT_TRUE(AblationByName("h2d-only", a));
+  EXPECT_TRUE(a.sp && a.hkvr && !a.d2d_staging);
+  ASSERT_TRUE(AblationByName("no-sp", a));
+  EXPECT_TRUE(!a.sp && a.hkvr && a.d2d_staging);
+  ASSERT_TRUE(AblationByName("no-hkvr", a));
+  EXPECT_TRUE(a.sp && !a.hkvr && a.d2d_staging);
+  EXPECT_FALSE(AblationByName("fast", a));
+  EXPECT_EQ(AblationNames().size(), 5u);
+}
+
+}  // namespace
+}  // namespace talaria
