@@ -290,7 +290,7 @@ TEST(ColdInstanceTest, HeldSlotCatchesALoneSessionsReturn) {
     if (hold > 0) {
       EXPECT_EQ(a1.path, AdmitPath::kSessionPrefill);
       EXPECT_EQ(a1.kv_source, KvSource::kDevice);
-X
+      EXPECT_GE(h.switches().front().start, a1.finished);  // the slot outlived a1
       EXPECT_EQ(h.instance().counters().hold_hits, 1);
     } else {
       EXPECT_EQ(a1.path, AdmitPath::kPrefill);  // next slot of m
