@@ -81,4 +81,3 @@ BENCHMARK(BM_ProfilePrefillAndDecodeLookup);
 }  // namespace
 }  // namespace talaria
 
-BENCHMARK_MAIN();

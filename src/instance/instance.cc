@@ -376,7 +376,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
     if (!AllocateBlocks(need, scratch_blocks_, nullptr)) return false;
     stager_.OnAllocated(scratch_blocks_, pool_);
     r.blocks = scratch_blocks_;
-    item = PrefillItem{0, r.context(), r.context()};
+    item = PrefillItem{0, r.context(), r.context()};  // swapped KV comes back from host
     return true;
   }
   Session& s = SessionFor(r.call.session_id);
@@ -538,13 +538,20 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   const bool cold = config_.pool == Pool::kCold;
   const std::int32_t other = NextModelWithWork(active_);
   const bool contended = cold && ((other >= 0 && other != active_) || !Active().queue.empty());
+  // The slot ends with its budget, but never before its protected decode
+  // (Eq.4: d_m iterations per round keep the average token cadence), so a
+  // call whose prefill used the budget still makes progress.
   const double left_s = slot_budget_s_ - ToSeconds(now - slot_start_);
-  if (contended && left_s <= 0) return false;  // Dfin ends with the budget
+  const std::int32_t protected_left = std::max(0, protected_iterations_ - decode_iterations_);
+  if (contended && left_s <= 0 && protected_left == 0) return false;
 
   const std::int64_t mean_context = context / batch;
   const double step_s = m.profile->DecodeStepSeconds(batch, mean_context);
   std::int64_t iterations = min_left;
-  if (contended) iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>(1, std::llround(std::ceil(left_s / step_s))));
+  if (contended) {
+    const std::int64_t by_budget = left_s > 0 ? std::llround(std::ceil(left_s / step_s)) : 0;
+    iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>({1, by_budget, protected_left}));
+  }
   const bool admits_at_boundaries = !cold || config_.ablation.sp;
   if (admits_at_boundaries && horizon != kNever) {
     const double until = std::max(0.0, ToSeconds(horizon - now));
@@ -558,8 +565,9 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
 void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
   // Switch barrier (invariant 3): the outgoing model's D2H copies drain.
   if (config_.ablation.hkvr) drain = hkvr_.DrainModel(m.id, now) - now;
-  // Calls still decoding are swapped out with the region and resume in the
-  // model's next slot.
+  // Calls still decoding are swapped out with the region (request-level
+  // preemption, part of the round scheduler in every configuration, unlike
+  // HKVR's session registry) and resume in the model's next slot.
   double swap_s = 0;
   for (Request* r : m.running) {
     if (r->swapped) continue;
