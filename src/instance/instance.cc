@@ -274,7 +274,11 @@ const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!slot_open_) {
-      if (!HasWork(Active())) break;
+      if (!HasWork(Active())) {
+        const std::int32_t target = NextModelWithWork(active_);
+        if (target >= 0) PlanSwitch(now, target);
+        break;
+      }
       OpenSlot(now);
     }
     if (!p_done_) {
@@ -726,6 +730,23 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
   TrackHbm();
   for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
   closed_rounds_.clear();
+}
+
+std::string Instance::Describe() const {
+  std::string out = config_.name + ": active=" +
+                    (active_ >= 0 ? models_[static_cast<std::size_t>(active_)]->name : "-") +
+                    (slot_open_ ? " slot open" : " slot closed") + (p_done_ ? " P done" : "") +
+                    " kv free " + std::to_string(pool_.free_blocks()) + "/" +
+                    std::to_string(pool_.total_blocks());
+  for (const auto& m : models_) {
+    out += "; " + m->name + ": queued " + std::to_string(m->queue.size()) + ", running " +
+           std::to_string(m->running.size());
+    for (const Request* r : m->queue) {
+      out += " [" + r->call.session_id + "#" + std::to_string(r->call.call_index) + " prompt " +
+             std::to_string(r->call.prompt_tokens) + " out " + std::to_string(r->call.output_tokens) + "]";
+    }
+  }
+  return out;
 }
 
 }  // namespace talaria

@@ -172,6 +172,8 @@ class Instance {
   bool busy() const { return in_flight_; }
 
   const InstanceCounters& counters() const { return counters_; }
+  // A one-line account of the scheduler's state, for diagnostics.
+  std::string Describe() const;
   std::int64_t hbm_cap_bytes() const;
   // Ends the round in progress (if any) so its record is reported.
   void Flush(InstanceEvents& events);

@@ -89,6 +89,11 @@ class Driver final : public InstanceEvents {
       }
     }
     for (const auto& inst : instances_) inst->Flush(*this);
+    if (result_.calls_completed != result_.calls_total) {
+      std::string state;
+      for (const auto& inst : instances_) state += "\n  " + inst->Describe();
+      TALARIA_CHECK(false, ("replay stalled with calls unfinished:" + state).c_str());
+    }
     result_.makespan_s = ToSeconds(now_);
     for (const auto& inst : instances_) {
       const InstanceCounters& c = inst->counters();

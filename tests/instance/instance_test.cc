@@ -239,6 +239,16 @@ TEST(ColdInstanceTest, SlotBudgetEndsTheSlotAndRoundRobinSwitches) {
   EXPECT_TRUE(h.Done("x0"));
 }
 
+// Regression: with the active model idle and its slot closed, a call for
+// another model must trigger a switch, not leave the instance idle.
+TEST(ColdInstanceTest, SwitchesWhenOnlyAnotherModelHasWork) {
+  Harness h(Cold({"m", "n"}), {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  const auto log = h.Run({{0, "x", 0, "n", 100, 0, 1}});
+  EXPECT_THAT(log, ElementsAre("switch:n", "P:x0"));
+  EXPECT_TRUE(h.Done("x0"));
+}
+
 // Staging: while m serves, n's weights are staged; the switch to n gathers
 // them device-to-device. With staging off it reloads everything from host.
 TEST(ColdInstanceTest, StagedSwitchIsD2dAndUnstagedIsH2d) {
