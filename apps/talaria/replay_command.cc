@@ -1,5 +1,6 @@
 // talaria replay: the closed-loop fixed replay over a simulated cluster.
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -25,7 +26,30 @@ struct ReplayArgs {
   std::string records_dir;
   double gap_cap_s = 10.0;
   bool quiet = false;
+  std::string routers;     // empty: the cluster config's [router] policy
+  std::string loads = "medium";
+  std::string lease_sweep;  // comma-separated tau values
 };
+
+std::vector<std::string> SplitList(const std::string& spec) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    auto comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    out.push_back(spec.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// Offered load: session arrivals relative to the trace's recorded starts.
+double LoadScale(const std::string& load) {
+  if (load == "low") return 2.0;      // half the arrival rate
+  if (load == "medium") return 1.0;   // as recorded
+  if (load == "high") return 0.25;    // four times the arrival rate
+  throw InputError("--load", "unknown load '" + load + "' (choose low, medium, high or all)");
+}
 
 std::vector<std::string> ParseAblations(const std::string& spec) {
   if (spec == "all") return AblationNames();
@@ -45,6 +69,17 @@ std::vector<std::string> ParseAblations(const std::string& spec) {
     start = comma + 1;
   }
   return out;
+}
+
+void PrintRoutingRow(const ReplayResult& r) {
+  auto pct = [](const Sample& s, double q) { return s.empty() ? 0.0 : s.Percentile(q); };
+  std::printf("%-15s %-7s %5.2f %8lld/%-4lld %6lld %6lld %7.1f%% %7.1f%% %6.2f %6.2f %6.2f %6.2f %7.1f %7.1f %6.1f%% %4lld\n",
+              r.router.c_str(), r.load.c_str(), r.tau_s, static_cast<long long>(r.calls_completed),
+              static_cast<long long>(r.calls_total), static_cast<long long>(r.avoidable_opens),
+              static_cast<long long>(r.model_opens), 100 * r.same_instance_return_rate(),
+              100 * r.residency_hit_rate(), pct(r.ttft_s, 50), pct(r.ttft_s, 95),
+              pct(r.returning_ttft_s, 50), pct(r.returning_ttft_s, 95), pct(r.sct_s, 50), pct(r.sct_s, 95),
+              100 * r.unused_lease_proxy(), static_cast<long long>(r.rejected));
 }
 
 void PrintRow(const ReplayResult& r) {
@@ -69,35 +104,86 @@ void RunReplayCommand(const ReplayArgs& a) {
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   const Trace trace = ReadTraceFile(a.trace);
   const auto names = ParseAblations(a.ablations);
+  // Routing experiments: any of --router, --load other than medium, or a sweep.
+  const bool routing = !a.routers.empty() || a.loads != "medium" || !a.lease_sweep.empty();
+  std::vector<RouterPolicy> routers;
+  if (a.routers.empty()) {
+    routers.push_back(cluster.router.policy);
+  } else {
+    for (const auto& r : SplitList(a.routers == "all" ? "full,least-pressure,session-sticky,round-robin,prefix-aware" : a.routers)) {
+      RouterPolicy p;
+      if (!ParseRouterPolicy(r, p)) {
+        throw InputError("--router", "unknown router '" + r +
+                                         "' (choose full, least-pressure, session-sticky, round-robin, prefix-aware or all)");
+      }
+      routers.push_back(p);
+    }
+  }
+  const auto loads = SplitList(a.loads == "all" ? "low,medium,high" : a.loads);
+  for (const auto& l : loads) LoadScale(l);  // validate before running anything
+  std::vector<double> taus;
+  if (a.lease_sweep.empty()) {
+    taus.push_back(cluster.router.lease_tau_s);
+  } else {
+    for (const auto& t : SplitList(a.lease_sweep)) {
+      char* end = nullptr;
+      const double v = std::strtod(t.c_str(), &end);
+      if (t.empty() || end != t.c_str() + t.size() || !(v >= 0)) {
+        throw InputError("--lease-sweep", "'" + t + "' is not a lease timeout in seconds (>= 0)");
+      }
+      taus.push_back(v);
+    }
+  }
   if (!a.quiet) {
-    std::printf("replay of %s on %s (%zu calls; gap cap %.1f s; deterministic: no random draws)\n",
-                a.trace.c_str(), a.cluster.c_str(), trace.calls.size(), a.gap_cap_s);
-    std::printf("%-11s %14s %7s %7s %6s %6s %6s %6s %-12s %7s %6s %9s %6s %6s %5s\n", "config",
-                "calls", "SCTp50", "SCTp95", "TTFT50", "TTFT95", "SW50ms", "SW95ms",
-                "d2d/part/h2d", "sw shr", "rounds", "HBM GiB", "SP adm", "SP def", "hmiss");
+    std::printf("replay of %s on %s (%zu calls; gap cap %.1f s; heartbeat %.2f s; deterministic)\n",
+                a.trace.c_str(), a.cluster.c_str(), trace.calls.size(), a.gap_cap_s, cluster.heartbeat_s);
+    if (routing) {
+      std::printf("%-15s %-7s %5s %13s %6s %6s %8s %8s %6s %6s %6s %6s %7s %7s %7s %4s\n", "router", "load",
+                  "tau", "calls", "avoid", "opens", "same-in", "resid", "TTFT50", "TTFT95", "RET50",
+                  "RET95", "SCT50", "SCT95", "unused", "rej");
+    } else {
+      std::printf("%-11s %14s %7s %7s %6s %6s %6s %6s %-12s %7s %6s %9s %6s %6s %5s\n", "config",
+                  "calls", "SCTp50", "SCTp95", "TTFT50", "TTFT95", "SW50ms", "SW95ms",
+                  "d2d/part/h2d", "sw shr", "rounds", "HBM GiB", "SP adm", "SP def", "hmiss");
+    }
   }
   nlohmann::ordered_json runs = nlohmann::ordered_json::array();
   for (const auto& name : names) {
-    ClusterConfig c = cluster;
-    Ablation ab;
-    AblationByName(name, ab);
-    for (auto& ic : c.instances) ic.ablation = ab;
-    ReplayOptions options;
-    options.gap_cap_s = a.gap_cap_s;
-    if (!a.records_dir.empty()) options.records_dir = a.records_dir + "/" + name;
-    const auto wall_start = std::chrono::steady_clock::now();
-    options.progress = [&](std::int64_t done, std::int64_t total) {
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-      if (wall > 1.0 && !a.quiet) {
-        std::fprintf(stderr, "\r%s: %lld/%lld calls", name.c_str(), static_cast<long long>(done),
-                     static_cast<long long>(total));
+    for (RouterPolicy policy : routers) {
+      for (const auto& load : loads) {
+        for (double tau : taus) {
+          ClusterConfig c = cluster;
+          Ablation ab;
+          AblationByName(name, ab);
+          for (auto& ic : c.instances) ic.ablation = ab;
+          ReplayOptions options;
+          options.gap_cap_s = a.gap_cap_s;
+          options.router = cluster.router;
+          options.router.policy = policy;
+          options.router.lease_tau_s = tau;
+          options.heartbeat_s = cluster.heartbeat_s;
+          options.overload_max_wait_s = cluster.overload_max_wait_s;
+          options.start_scale = LoadScale(load);
+          std::string label = name;
+          if (routing) label += std::string("/") + ToString(policy) + "/" + load + "/tau" + std::to_string(tau);
+          if (!a.records_dir.empty()) options.records_dir = a.records_dir + "/" + label;
+          const auto wall_start = std::chrono::steady_clock::now();
+          options.progress = [&](std::int64_t done, std::int64_t total) {
+            const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+            if (wall > 1.0 && !a.quiet) {
+              std::fprintf(stderr, "\r%s: %lld/%lld calls", label.c_str(), static_cast<long long>(done),
+                           static_cast<long long>(total));
+            }
+          };
+          ReplayResult r = RunReplay(name, c, profiles, trace, options);
+          r.load = load;
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+          if (wall > 1.0 && !a.quiet) std::fprintf(stderr, "\r%s: done in %.1f s\n", label.c_str(), wall);
+          if (!a.quiet) routing ? PrintRoutingRow(r) : PrintRow(r);
+          runs.push_back(r.ToJson());
+        }
       }
-    };
-    const ReplayResult r = RunReplay(name, c, profiles, trace, options);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    if (wall > 1.0 && !a.quiet) std::fprintf(stderr, "\r%s: done in %.1f s\n", name.c_str(), wall);
-    if (!a.quiet) PrintRow(r);
-    runs.push_back(r.ToJson());
+    }
   }
   if (!a.json_path.empty()) {
     nlohmann::ordered_json out;
@@ -130,6 +216,15 @@ void AddReplayCommand(CLI::App& app) {
   cmd->add_option("--json", args->json_path, "write the summary {\"runs\": [...]} to this file");
   cmd->add_option("--records", args->records_dir,
                   "write per-call, per-round and per-switch JSONL under DIR/<config>/");
+  cmd->add_option("--router", args->routers,
+                  "full, least-pressure, session-sticky, round-robin, prefix-aware, a comma list, or "
+                  "all (default: the cluster config's [router] policy)");
+  cmd->add_option("--load", args->loads,
+                  "offered load: low (half the trace's session arrival rate), medium (as recorded), "
+                  "high (four times), a comma list, or all")
+      ->capture_default_str();
+  cmd->add_option("--lease-sweep", args->lease_sweep,
+                  "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
   cmd->callback([args] { RunReplayCommand(*args); });
 }

@@ -41,6 +41,7 @@ struct SwitchStep {
   GatherPlan plan;                      // how the target's weights arrive
   Duration drain{};                     // wait for the outgoing model's D2H copies
   bool recapture = false;               // the pointer check saw moved regions
+  double full_open_s = 0;               // the target was not resident: load it from storage first
 };
 
 // The five phases of a switch (paper appendix, Table 2), seconds.

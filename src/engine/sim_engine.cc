@@ -24,7 +24,7 @@ SwitchTiming SimEngine::SwitchTimes(const SwitchStep& step, double recapture_s) 
   const SwitchPhases& fixed = step.to->switch_phases.at(step.plan.path);
   SwitchTiming t;
   t.save_teardown_s = (step.from != nullptr ? fixed.save_teardown_s : 0.0) + ToSeconds(step.drain);
-  t.open_weights_s = step.to->OpenWeightsSeconds(step.plan.d2d_bytes);
+  t.open_weights_s = step.full_open_s + step.to->OpenWeightsSeconds(step.plan.d2d_bytes);
   t.kv_shell_s = fixed.kv_shell_s;
   t.runtime_graph_s = fixed.runtime_graph_s + (step.recapture ? recapture_s : 0.0);
   t.publish_s = fixed.publish_s;

@@ -21,7 +21,13 @@ struct Ablation {
 struct InstanceConfig {
   std::string name = "instance-0";
   Pool pool = Pool::kCold;
-  std::vector<std::string> models;  // hot: exactly one
+  std::vector<std::string> models;  // catalogue it may serve, in round order; hot: exactly one
+  // Models opened at start; empty means all of `models`. A call for another
+  // catalogue model opens it (a full open from storage), closing the least
+  // recently active idle model when more than max_resident would be open.
+  std::vector<std::string> resident;
+  std::int32_t max_resident = 0;  // 0: no limit
+  double storage_gbps = 5.0;      // assumption: local NVMe into pinned host memory, per node
   std::int32_t tp = 8;
 
   // Memory (per rank).

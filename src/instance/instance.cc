@@ -37,6 +37,9 @@ struct Instance::Model {
   std::deque<Request*> queue;     // arrived, not admitted
   std::vector<Request*> running;  // admitted: decoding, or swapped out at a slot end
   double switch_in_estimate_s = 0;
+  bool resident = true;
+  double full_open_s = 0;  // from storage, when not resident
+  TimePoint last_active;
 };
 
 struct Instance::Request {
@@ -93,6 +96,11 @@ const ModelProfile& FirstProfile(const InstanceConfig& c, const ProfileSet& prof
   if (c.pool == Pool::kHot && c.models.size() != 1) {
     throw InputError("instance '" + c.name + "'", "a hot instance pins exactly one model");
   }
+  for (const auto& r : c.resident) {
+    if (std::find(c.models.begin(), c.models.end(), r) == c.models.end()) {
+      throw InputError("instance '" + c.name + "'", "resident model '" + r + "' is not in its models");
+    }
+  }
   return *profiles.Find(c.models.front(), c.tp);
 }
 
@@ -115,6 +123,11 @@ Instance::Instance(InstanceConfig config, const ProfileSet& profiles)
     m->recurrent_blocks = static_cast<std::int32_t>(
         (m->profile->RecurrentStateBytesPerRank() + m->block_bytes - 1) / m->block_bytes);
     m->switch_in_estimate_s = m->profile->OpenWeightsSeconds(0);
+    m->full_open_s = static_cast<double>(m->profile->weight_bytes_per_rank) * config_.tp /
+                     (config_.storage_gbps * kGB);
+    m->resident = config_.resident.empty() ||
+                  std::find(config_.resident.begin(), config_.resident.end(), m->name) !=
+                      config_.resident.end();
     if (!layout_.AddModel(m->name, m->profile->weight_bytes_per_rank)) {
       throw InputError("instance '" + config_.name + "'",
                        "model '" + m->name + "' does not fit in the HBM arena with room for KV");
@@ -124,6 +137,42 @@ Instance::Instance(InstanceConfig config, const ProfileSet& profiles)
 }
 
 Instance::~Instance() = default;
+
+const char* ToString(KvState s) {
+  switch (s) {
+    case KvState::kMissing: return "missing";
+    case KvState::kHost: return "host";
+    case KvState::kDevice: return "device";
+  }
+  return "?";
+}
+
+bool Instance::Resident(const std::string& model) const {
+  const std::int32_t i = ModelIndex(model);
+  return i >= 0 && models_[static_cast<std::size_t>(i)]->resident;
+}
+
+double Instance::OpenModel(Model& m, TimePoint now) {
+  if (m.resident) return 0;
+  m.resident = true;
+  ++counters_.model_opens;
+  // Close the least recently active idle model when over the limit.
+  std::int32_t open = 0;
+  for (const auto& other : models_) open += other->resident;
+  while (config_.max_resident > 0 && open > config_.max_resident) {
+    Model* victim = nullptr;
+    for (auto& other : models_) {
+      if (!other->resident || other.get() == &m || other->id == active_ || HasWork(*other)) continue;
+      if (victim == nullptr || other->last_active < victim->last_active) victim = other.get();
+    }
+    if (victim == nullptr) break;  // every open model has work: over the limit for now
+    victim->resident = false;
+    ++counters_.model_closes;
+    --open;
+  }
+  (void)now;
+  return m.full_open_s;
+}
 
 Instance::Session& Instance::SessionFor(const std::string& id) {
   auto& slot = sessions_[id];
@@ -159,6 +208,7 @@ void Instance::Warmup(const std::string& model, TimePoint now) {
   TALARIA_CHECK(active_ < 0 && !in_flight_, "warm-up after serving started");
   active_ = ModelIndex(model);
   TALARIA_CHECK(active_ >= 0, "warm-up of a model this instance does not host");
+  Active().resident = true;
   layout_.Activate(model);
   pool_.Format(layout_.kv(), Active().block_bytes);
   StartStagingAfter(now);
@@ -604,10 +654,17 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
     ReleaseModelKv(Active(), now, drain);
   }
   stager_.Cancel(pool_);
+  const double full_open_s = OpenModel(to, now);
+  if (full_open_s > 0) {  // nothing of it was staged or cached
+    plan.d2d_bytes = plan.dirty_bytes = 0;
+    plan.h2d_bytes = plan.weight_bytes;
+    plan.path = SwitchPath::kH2d;
+  }
   const HbmLayout::Activation activation = layout_.Activate(to.name);
   pool_.Format(layout_.kv(), to.block_bytes);
+  to.last_active = now;
   step_.kind = Step::Kind::kSwitch;
-  step_.switch_step = SwitchStep{from, to.profile, plan, drain, activation.bases_changed};
+  step_.switch_step = SwitchStep{from, to.profile, plan, drain, activation.bases_changed, full_open_s};
   switch_target_ = target;
   active_ = target;
   slot_open_ = false;
@@ -681,6 +738,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       rec.weight_bytes = step_.switch_step.plan.weight_bytes;
       rec.dirty_bytes = step_.switch_step.plan.dirty_bytes;
       rec.recapture = step_.switch_step.recapture;
+      rec.opened = step_.switch_step.full_open_s > 0;
       events.OnSwitch(rec);
       round_.switch_s += took;
       to.switch_in_estimate_s = 0.7 * to.switch_in_estimate_s + 0.3 * took;  // EWMA
@@ -730,6 +788,71 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
   TrackHbm();
   for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
   closed_rounds_.clear();
+}
+
+void Instance::Snapshot(TimePoint now, InstanceTelemetry& out) {
+  hkvr_.CompleteCopies(now);
+  out.instance = config_.name;
+  out.version = ++snapshot_version_;
+  out.taken_at = now;
+  out.models.resize(models_.size());
+  const double bound = config_.gamma * config_.ttft_target_s;
+  double round = 0;
+  std::int32_t with_work = 0;
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    const Model& m = *models_[i];
+    ModelTelemetry& t = out.models[i];
+    t.name = m.name;
+    t.resident = m.resident;
+    t.active = static_cast<std::int32_t>(i) == active_;
+    const auto chunks = stager_.chunks();
+    t.staged = stager_.staged_model() == m.name && !chunks.empty();
+    t.staged_coverage = t.staged ? stager_.Plan(m.name, m.profile->weight_bytes_per_rank).coverage() : 0.0;
+    t.queued = static_cast<std::int32_t>(m.queue.size());
+    t.running = static_cast<std::int32_t>(m.running.size());
+    double work = 0;
+    const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, t.running), 32768);
+    for (const Request* r : m.queue) {
+      work += m.profile->PrefillSeconds(r->call.prompt_tokens - r->call.prefix_tokens, r->call.prefix_tokens) +
+              static_cast<double>(r->call.output_tokens) * t_d / std::max<std::int32_t>(1, t.running);
+    }
+    for (const Request* r : m.running) {
+      work += static_cast<double>(r->call.output_tokens - r->generated) * t_d / std::max<std::int32_t>(1, t.running);
+    }
+    t.queued_work_s = work;
+    t.switch_in_s = t.active ? 0.0 : m.switch_in_estimate_s;
+    t.full_open_s = m.full_open_s;
+    t.weight_bytes_per_rank = m.profile->weight_bytes_per_rank;
+    if (t.queued + t.running > 0) {
+      ++with_work;
+      round += work + t.switch_in_s;
+    }
+  }
+  out.round_bound_s = bound;
+  out.round_estimate_s = with_work > 1 ? round : std::min(round, bound);
+  out.deadline_risk = counters_.deadline_risk;
+  out.kv_free_bytes = static_cast<std::int64_t>(pool_.free_blocks()) * pool_.block_bytes();
+  out.kv_total_bytes = static_cast<std::int64_t>(pool_.total_blocks()) * pool_.block_bytes();
+  out.staging_slack_bytes = stager_.StagingSlackBytes(pool_);
+  out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
+  out.sessions.clear();
+  for (const auto& [id, s] : sessions_) {
+    if (s->model < 0) continue;
+    const Model& m = *models_[static_cast<std::size_t>(s->model)];
+    CachedPrefix c;
+    c.model = m.name;
+    if (s->model == active_ && !s->blocks.empty()) {
+      c.state = KvState::kDevice;
+      c.tokens = static_cast<std::int64_t>(s->chain.size()) * config_.block_tokens;
+    } else if (config_.ablation.hkvr) {
+      const std::int32_t blocks = hkvr_.Probe(m.id, s->chain);
+      if (blocks > 0) {
+        c.state = KvState::kHost;
+        c.tokens = static_cast<std::int64_t>(blocks) * config_.block_tokens;
+      }
+    }
+    if (c.state != KvState::kMissing) out.sessions.emplace(id, c);
+  }
 }
 
 std::string Instance::Describe() const {

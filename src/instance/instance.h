@@ -33,6 +33,7 @@
 #include "core/time.h"
 #include "engine/engine.h"
 #include "instance/config.h"
+#include "instance/telemetry.h"
 #include "memory/block_hashes.h"
 #include "memory/hbm_layout.h"
 #include "memory/host_kv_registry.h"
@@ -89,6 +90,7 @@ struct SwitchRecord {
   std::int64_t weight_bytes = 0;
   std::int64_t dirty_bytes = 0;
   bool recapture = false;
+  bool opened = false;  // the target was not resident: a full open from storage
 };
 
 struct RoundRecord {
@@ -120,6 +122,8 @@ struct InstanceCounters {
   std::int64_t deadline_risk = 0;         // Eq.4/Eq.5 shortfalls
   std::int64_t tpot_infeasible = 0;       // slots where T_TPOT <= t_D
   std::int64_t preemptions = 0;           // running calls swapped out at a slot end
+  std::int64_t model_opens = 0;           // full opens of a model that was not resident
+  std::int64_t model_closes = 0;          // resident models closed to make room
   std::int64_t holds = 0;                 // slots held open for a return
   std::int64_t hold_hits = 0;             // held slots a return then entered
   std::int64_t rounds = 0;
@@ -172,6 +176,10 @@ class Instance {
   bool busy() const { return in_flight_; }
 
   const InstanceCounters& counters() const { return counters_; }
+  // The telemetry snapshot the router reads (versioned; one per call).
+  void Snapshot(TimePoint now, InstanceTelemetry& out);
+  // Whether `model` is open here (resident), and whether it is active.
+  bool Resident(const std::string& model) const;
   // A one-line account of the scheduler's state, for diagnostics.
   std::string Describe() const;
   std::int64_t hbm_cap_bytes() const;
@@ -204,6 +212,7 @@ class Instance {
   bool HostRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
   void StartStagingAfter(TimePoint now);
+  double OpenModel(Model& m, TimePoint now);
   void TrackHbm();
 
   InstanceConfig config_;
@@ -237,6 +246,7 @@ class Instance {
   std::int32_t round_last_model_ = -1;
   RoundRecord round_;
   std::vector<RoundRecord> closed_rounds_;  // reported at the next Commit
+  std::uint64_t snapshot_version_ = 0;
   InstanceCounters counters_;
 };
 

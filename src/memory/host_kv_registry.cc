@@ -150,6 +150,22 @@ std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> c
   return n;
 }
 
+std::int32_t HostKvRegistry::Probe(ModelId model, std::span<const PrefixHash> chain) const {
+  // A chain's published blocks form a prefix: copies complete head first and
+  // eviction trims tails first. So binary-search the boundary: O(log n).
+  auto published = [&](std::size_t i) {
+    auto it = blocks_.find(Key{model, chain[i]});
+    return it != blocks_.end() && it->second.indexed && it->second.copy_done;
+  };
+  std::size_t lo = 0, hi = chain.size();  // answer in [lo, hi]
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo + 1) / 2;
+    if (published(mid - 1)) lo = mid;
+    else hi = mid - 1;
+  }
+  return static_cast<std::int32_t>(lo);
+}
+
 void HostKvRegistry::Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
   for (std::int32_t i = 0; i < blocks; ++i) {
     auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]});

@@ -80,6 +80,10 @@ class HostKvRegistry {
   // matched blocks (LRU).
   std::int32_t Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now);
 
+  // Like Lookup, without completing copies or touching the LRU order, in
+  // O(log n) lookups: what a telemetry snapshot reports.
+  std::int32_t Probe(ModelId model, std::span<const PrefixHash> chain) const;
+
   // Restore DMA: pins the first `blocks` of `chain` so eviction cannot free
   // them; Unpin when the copy completes.
   void Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);

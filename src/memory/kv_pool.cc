@@ -61,6 +61,18 @@ Region KvPool::BlockRange(BlockId id) const {
   return {b, b + block_bytes_};
 }
 
+std::int64_t KvPool::HighestAllocatedEnd() const {
+  for (std::size_t w = bits_.size(); w-- > 0;) {
+    std::uint64_t allocated = ~bits_[w];
+    if (w == bits_.size() - 1 && total_ % 64 != 0) allocated &= (std::uint64_t{1} << (total_ % 64)) - 1;
+    if (allocated != 0) {
+      const auto top = static_cast<BlockId>(w * 64 + 63 - static_cast<std::size_t>(std::countl_zero(allocated)));
+      return BlockRange(top).end;
+    }
+  }
+  return region_.begin;
+}
+
 bool KvPool::AnyAllocatedIn(Region r) const {
   if (total_ == 0 || !r.Overlaps(region_)) return false;
   const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;

@@ -34,6 +34,8 @@ class KvPool {
   void ClearSkip() { skip_begin_ = skip_end_ = 0; }
 
   Region BlockRange(BlockId id) const;
+  // The end offset of the highest allocated block (region().begin if none).
+  std::int64_t HighestAllocatedEnd() const;
   // Whether any allocated block overlaps `r`.
   bool AnyAllocatedIn(Region r) const;
 

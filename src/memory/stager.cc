@@ -97,14 +97,7 @@ GatherPlan Stager::Plan(const std::string& model, std::int64_t weight_bytes) con
 }
 
 std::int64_t Stager::StagingSlackBytes(const KvPool& pool) const {
-  // Highest allocated byte: scan down from the top block.
-  std::int64_t top_used = pool.region().begin;
-  for (BlockId b = pool.total_blocks() - 1; b >= 0; --b) {
-    if (pool.AnyAllocatedIn(pool.BlockRange(b))) {
-      top_used = pool.BlockRange(b).end;
-      break;
-    }
-  }
+  const std::int64_t top_used = pool.HighestAllocatedEnd();
   std::int64_t staged = 0;
   for (std::size_t i = 0; i < states_.size(); ++i) {
     if (states_[i] == ChunkState::kClean || states_[i] == ChunkState::kWriting) staged += ChunkBytes(i);

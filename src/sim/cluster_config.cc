@@ -145,6 +145,9 @@ ClusterConfig LoadClusterConfig(const std::string& path) {
       if (pool == "hot") ic.pool = Pool::kHot;
       else if (pool != "cold") r.Fail(t->get("pool"), "pool", "must be \"hot\" or \"cold\"");
       r.Strings("models", ic.models);
+      r.Strings("resident", ic.resident);
+      r.Number("max_resident", ic.max_resident, 0, 1 << 16);
+      r.Number("storage_gbps", ic.storage_gbps, 0.001, 1e6);
       if (ic.models.empty()) r.Fail(t->get("models"), "models", "needs at least one model");
       r.Number("tp", ic.tp, 1, 64);
       r.Number("bump_fraction", ic.bump_fraction, 0.1, 1.0);
@@ -169,8 +172,31 @@ ClusterConfig LoadClusterConfig(const std::string& path) {
       c.instances.push_back(std::move(ic));
     }
   }
+  if (const toml::node* rn = root.get("router")) {
+    if (const toml::table* rt = rn->as_table()) {
+      TableReader r(*rt, path, "router.", problems);
+      std::string policy = ToString(c.router.policy);
+      r.String("policy", policy);
+      if (!ParseRouterPolicy(policy, c.router.policy)) {
+        r.Fail(rt->get("policy"), "policy",
+               "must be one of full, least-pressure, session-sticky, round-robin, prefix-aware");
+      }
+      r.Number("lease_tau_s", c.router.lease_tau_s, 0, 3600);
+      r.Bool("admission_control", c.router.admission_control);
+      r.Number("lease_unit_s", c.router.lease_unit_s, 0, 3600);
+      r.Number("stale_after_s", c.router.stale_after_s, 0.001, 3600);
+      r.Number("replica_penalty_s", c.router.replica_penalty_s, 0, 3600);
+      r.Number("hbm_price_s_per_gib", c.router.hbm_price_s_per_gib, 0, 3600);
+      r.Number("prefix_imbalance", c.router.prefix_imbalance, 1, 1000);
+      r.Number("heartbeat_s", c.heartbeat_s, 0.001, 3600);
+      r.Number("overload_max_wait_s", c.overload_max_wait_s, 0, 1e6);
+      r.RejectUnknown();
+    } else {
+      problems.Add(path, "key 'router': must be a table");
+    }
+  }
   for (const auto& [k, v] : root) {
-    if (k.str() != "profiles" && k.str() != "instance") {
+    if (k.str() != "profiles" && k.str() != "instance" && k.str() != "router") {
       problems.Add(path + ":" + std::to_string(v.source().begin.line),
                    "key '" + std::string(k.str()) + "': unknown key");
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "instance/config.h"
+#include "router/router.h"
 
 namespace talaria {
 
@@ -15,6 +16,9 @@ struct ClusterConfig {
   std::string source;        // file it was loaded from
   std::string profiles_dir;  // resolved against the file's directory
   std::vector<InstanceConfig> instances;
+  RouterOptions router;              // [router]
+  double heartbeat_s = 0.25;         // [router] heartbeat_s
+  double overload_max_wait_s = 60;   // [router] overload_max_wait_s
 };
 
 ClusterConfig LoadClusterConfig(const std::string& path);

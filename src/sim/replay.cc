@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -18,6 +19,8 @@ struct SessionRun {
   std::size_t next = 0;            // next call to release
   std::vector<PrefixHash> chain;   // context blocks of the call in flight
   std::int64_t previous_context = 0;
+  bool full_reuse = false;         // the call in flight reuses the whole previous context
+  std::int32_t last_instance = -1;
   TimePoint first_intended;
 };
 
@@ -25,9 +28,10 @@ struct CallRun {
   std::size_t session = 0;
   std::int32_t instance = -1;
   TimePoint intended;
+  bool chain_ready = false;  // the session chain was extended for this call
 };
 
-enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake };
+enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake, kHeartbeat };
 struct Event {
   EventKind kind;
   std::int32_t index;  // trace call index, or instance index
@@ -52,8 +56,15 @@ class Driver final : public InstanceEvents {
       for (std::size_t i : s.calls) calls_[i].session = sessions_.size();
       sessions_.push_back(std::move(run));
     }
+    std::vector<std::string> names;
+    std::vector<std::int32_t> tps;
+    for (const auto& ic : cluster.instances) {
+      names.push_back(ic.name);
+      tps.push_back(ic.tp);
+    }
+    router_ = std::make_unique<Router>(options.router, names, tps, profiles);
     for (const auto& c : trace.calls) {
-      if (Route(c.model) < 0) {
+      if (AnyHost(c.model) < 0) {
         throw InputError(cluster.source, "no instance hosts model '" + c.model + "' (session '" +
                                              c.session_id + "')");
       }
@@ -70,10 +81,14 @@ class Driver final : public InstanceEvents {
   }
 
   void Run() {
-    for (const auto& inst : instances_) inst->Warmup(inst->config().models.front(), TimePoint{});
+    for (const auto& inst : instances_) {
+      const InstanceConfig& ic = inst->config();
+      inst->Warmup(ic.resident.empty() ? ic.models.front() : ic.resident.front(), TimePoint{});
+    }
+    Heartbeat();
     for (std::size_t s = 0; s < sessions_.size(); ++s) {
       const std::size_t first = sessions_[s].calls.front();
-      Release(first, AtSeconds(trace_.calls[first].gap_s));
+      Release(first, AtSeconds(trace_.calls[first].gap_s * options_.start_scale));
     }
     while (!events_.empty()) {
       const auto e = events_.Pop();
@@ -82,6 +97,8 @@ class Driver final : public InstanceEvents {
         Arrive(static_cast<std::size_t>(e.payload.index));
       } else if (e.payload.kind == EventKind::kWake) {
         Kick(e.payload.index);
+      } else if (e.payload.kind == EventKind::kHeartbeat) {
+        if (result_.calls_completed + result_.rejected < result_.calls_total) Heartbeat();
       } else {
         Instance& inst = *instances_[static_cast<std::size_t>(e.payload.index)];
         inst.Commit(now_, pending_timing_[static_cast<std::size_t>(e.payload.index)], *this);
@@ -89,7 +106,7 @@ class Driver final : public InstanceEvents {
       }
     }
     for (const auto& inst : instances_) inst->Flush(*this);
-    if (result_.calls_completed != result_.calls_total) {
+    if (result_.calls_completed + result_.rejected != result_.calls_total) {
       std::string state;
       for (const auto& inst : instances_) state += "\n  " + inst->Describe();
       TALARIA_CHECK(false, ("replay stalled with calls unfinished:" + state).c_str());
@@ -115,10 +132,14 @@ class Driver final : public InstanceEvents {
     }
     result_.hbm_peak_bytes = result_.counters.hbm_peak_bytes;
     result_.rounds = result_.counters.rounds;
+    for (const auto& inst : instances_) result_.model_opens += inst->counters().model_opens;
+    result_.router_counters = router_->counters();
   }
 
   void OnFirstToken(std::int64_t call_id, TimePoint at) override {
-    result_.ttft_s.Add(ToSeconds(at - calls_[static_cast<std::size_t>(call_id)].intended));
+    const double ttft = ToSeconds(at - calls_[static_cast<std::size_t>(call_id)].intended);
+    result_.ttft_s.Add(ttft);
+    if (trace_.calls[static_cast<std::size_t>(call_id)].call_index > 0) result_.returning_ttft_s.Add(ttft);
   }
 
   void OnFinished(const CallRecord& rec) override {
@@ -127,6 +148,8 @@ class Driver final : public InstanceEvents {
     SessionRun& s = sessions_[run.session];
     const TraceCall& c = trace_.calls[index];
     ++result_.calls_completed;
+    router_->OnCompleted(c.session_id, c.model, run.instance, c.prompt_tokens + c.output_tokens,
+                         c.output_tokens, rec.finished);
     ++result_.kv_sources[ToString(rec.kv_source)];
     ++result_.admit_paths[ToString(rec.path)];
     if (calls_out_.is_open()) {
@@ -147,13 +170,7 @@ class Driver final : public InstanceEvents {
       j["preemptions"] = rec.preemptions;
       calls_out_ << j.dump() << '\n';
     }
-    if (s.next < s.calls.size()) {
-      const TraceCall& next = trace_.calls[s.calls[s.next]];
-      const double gap = std::min(next.gap_uncapped_s.value_or(next.gap_s), options_.gap_cap_s);
-      Release(s.calls[s.next], rec.finished + FromSeconds(gap));
-    } else {
-      result_.sct_s.Add(ToSeconds(rec.finished - s.first_intended));
-    }
+    ReleaseNext(s, rec.finished);
     if (options_.progress && ToSeconds(rec.finished) >= next_progress_s_) {
       next_progress_s_ = ToSeconds(rec.finished) + 60.0;
       options_.progress(result_.calls_completed, result_.calls_total);
@@ -206,11 +223,31 @@ class Driver final : public InstanceEvents {
   }
 
  private:
-  std::int32_t Route(const std::string& model) const {
+  std::int32_t AnyHost(const std::string& model) const {
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       if (instances_[i]->Hosts(model)) return static_cast<std::int32_t>(i);
     }
     return -1;
+  }
+
+  void Heartbeat() {
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      InstanceTelemetry t;
+      instances_[i]->Snapshot(now_, t);
+      router_->OnTelemetry(static_cast<std::int32_t>(i), std::move(t), now_);
+    }
+    events_.Push(now_ + FromSeconds(options_.heartbeat_s), Event{EventKind::kHeartbeat, 0});
+  }
+
+  // After a session's call ends (finished or rejected), release its next call.
+  void ReleaseNext(SessionRun& s, TimePoint done) {
+    if (s.next < s.calls.size()) {
+      const TraceCall& next = trace_.calls[s.calls[s.next]];
+      const double gap = std::min(next.gap_uncapped_s.value_or(next.gap_s), options_.gap_cap_s);
+      Release(s.calls[s.next], done + FromSeconds(gap));
+    } else {
+      result_.sct_s.Add(ToSeconds(done - s.first_intended));
+    }
   }
 
   void Release(std::size_t call, TimePoint at) {
@@ -226,8 +263,48 @@ class Driver final : public InstanceEvents {
     const TraceCall& c = trace_.calls[call];
     CallRun& run = calls_[call];
     SessionRun& s = sessions_[run.session];
-    ExtendSessionChain(s.chain, c.prefix_tokens, c.prompt_tokens + c.output_tokens, block_tokens_,
-                       c.token_seed, c.call_index);
+    if (!run.chain_ready) {
+      ExtendSessionChain(s.chain, c.prefix_tokens, c.prompt_tokens + c.output_tokens, block_tokens_,
+                         c.token_seed, c.call_index);
+      run.chain_ready = true;
+      s.full_reuse = c.call_index > 0 && c.prefix_tokens == s.previous_context;
+      s.previous_context = c.prompt_tokens + c.output_tokens;
+    }
+    RouteRequest route;
+    route.session_id = c.session_id;
+    route.model = c.model;
+    route.prompt_tokens = c.prompt_tokens;
+    route.prefix_tokens = c.prefix_tokens;
+    route.continuation = c.call_index > 0;
+    const RouteDecision d = router_->Route(route, now_);
+    if (d.instance < 0) {  // overload: wait at the gateway, bounded, then reject
+      if (ToSeconds(now_ - run.intended) + options_.heartbeat_s <= options_.overload_max_wait_s) {
+        events_.Push(now_ + FromSeconds(options_.heartbeat_s), Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
+      } else {
+        ++result_.rejected;
+        ReleaseNext(s, now_);
+      }
+      return;
+    }
+    Instance& inst = *instances_[static_cast<std::size_t>(d.instance)];
+    if (c.call_index > 0) {
+      ++result_.continuations;
+      if (s.last_instance == d.instance) ++result_.same_instance_returns;
+    }
+    if (inst.Resident(c.model)) {
+      ++result_.residency_hits;
+      pending_opens_.erase({d.instance, c.model});
+    } else if (pending_opens_.insert({d.instance, c.model}).second) {
+      // This placement makes the instance open the model (counted once per
+      // open): avoidable when another instance already has it open.
+      for (std::size_t j = 0; j < instances_.size(); ++j) {
+        if (static_cast<std::int32_t>(j) != d.instance && instances_[j]->Resident(c.model)) {
+          ++result_.avoidable_opens;
+          break;
+        }
+      }
+    }
+    s.last_instance = d.instance;
     CallRequest req;
     req.id = static_cast<std::int64_t>(call);
     req.session_id = c.session_id;
@@ -236,11 +313,10 @@ class Driver final : public InstanceEvents {
     req.prompt_tokens = c.prompt_tokens;
     req.prefix_tokens = c.prefix_tokens;
     req.output_tokens = c.output_tokens;
-    req.full_reuse = c.call_index > 0 && c.prefix_tokens == s.previous_context;
+    req.full_reuse = s.full_reuse;
     req.chain = s.chain;
-    s.previous_context = c.prompt_tokens + c.output_tokens;
-    run.instance = Route(c.model);
-    instances_[static_cast<std::size_t>(run.instance)]->Enqueue(req, now_);
+    run.instance = d.instance;
+    inst.Enqueue(req, now_);
     Kick(run.instance);
   }
 
@@ -281,6 +357,8 @@ class Driver final : public InstanceEvents {
   std::vector<CallRun> calls_;
   EventQueue<Event> events_;
   SimEngine engine_;
+  std::unique_ptr<Router> router_;
+  std::set<std::pair<std::int32_t, std::string>> pending_opens_;  // placed, not yet open
   TimePoint now_{};
   std::int32_t block_tokens_ = 64;
   double next_progress_s_ = 60.0;
@@ -332,6 +410,19 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   }
   j["kv_sources"] = sources;
   j["makespan_s"] = makespan_s;
+  j["router"] = router;
+  j["load"] = load;
+  j["tau_s"] = tau_s;
+  j["avoidable_opens"] = avoidable_opens;
+  j["model_opens"] = model_opens;
+  j["same_instance_return_rate"] = same_instance_return_rate();
+  j["residency_hit_rate"] = residency_hit_rate();
+  j["returning_ttft_p50_s"] = pct(returning_ttft_s, 50);
+  j["returning_ttft_p95_s"] = pct(returning_ttft_s, 95);
+  j["unused_lease_proxy"] = unused_lease_proxy();
+  j["leases_installed"] = router_counters.leases_installed;
+  j["leases_consumed"] = router_counters.leases_consumed;
+  j["rejected"] = rejected;
   return j;
 }
 
@@ -339,6 +430,8 @@ ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& clus
                        const ProfileSet& profiles, const Trace& trace, const ReplayOptions& options) {
   ReplayResult result;
   result.config = config_name;
+  result.router = ToString(options.router.policy);
+  result.tau_s = options.router.lease_tau_s;
   result.calls_total = static_cast<std::int64_t>(trace.calls.size());
   result.sessions = static_cast<std::int64_t>(GroupSessions(trace).size());
   Driver driver(cluster, profiles, trace, options, result);

@@ -8,9 +8,13 @@
 // call's intended enqueue time is recorded, so TTFT is schedule-aware: it
 // includes any wait for admission.
 //
-// Until the router lands, a call goes to the first instance that hosts its
-// model. Time is virtual (an EventQueue); the instances and the sim engine
-// are the same objects the servers will drive.
+// Every call is placed by the router (router/router.h), which sees each
+// instance only through telemetry snapshots delivered on a heartbeat period,
+// so its view is as stale as a real control plane's; its in-flight overlay
+// counts what it forwarded since. A call no instance can take waits at the
+// gateway, retried each heartbeat, and is rejected after overload_max_wait_s.
+// Time is virtual (an EventQueue); the router, the instances and the sim
+// engine are the same objects the servers will drive.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@
 #include "core/stats.h"
 #include "instance/instance.h"
 #include "profile/profile.h"
+#include "router/router.h"
 #include "sim/cluster_config.h"
 #include "trace/trace.h"
 
@@ -35,6 +40,10 @@ struct ReplayOptions {
   std::string records_dir;
   // Called about once per simulated minute with (calls done, calls total).
   std::function<void(std::int64_t, std::int64_t)> progress;
+  RouterOptions router;
+  double heartbeat_s = 0.25;           // assumption: telemetry period
+  double start_scale = 1.0;            // multiplies session start offsets (offered load)
+  double overload_max_wait_s = 60.0;   // gateway wait before rejecting a call
 };
 
 struct ReplayResult {
@@ -55,6 +64,32 @@ struct ReplayResult {
   std::int64_t hbm_cap_bytes = 0;
   InstanceCounters counters;  // summed over instances (peak: max)
   double makespan_s = 0;
+
+  // Placement (router experiments).
+  std::string router;
+  std::string load;
+  double tau_s = 0;
+  std::int64_t continuations = 0;
+  std::int64_t same_instance_returns = 0;
+  std::int64_t residency_hits = 0;   // placed where the model was already open
+  std::int64_t avoidable_opens = 0;  // placed where it was not, though another instance had it
+  std::int64_t model_opens = 0;
+  std::int64_t rejected = 0;
+  Sample returning_ttft_s;
+  RouterCounters router_counters;
+  double same_instance_return_rate() const {
+    return continuations > 0 ? static_cast<double>(same_instance_returns) / static_cast<double>(continuations) : 0;
+  }
+  double residency_hit_rate() const {
+    return calls_total > 0 ? static_cast<double>(residency_hits) / static_cast<double>(calls_total) : 0;
+  }
+  // Leases installed that no return consumed on their instance in time.
+  double unused_lease_proxy() const {
+    return router_counters.leases_installed > 0
+               ? 1.0 - static_cast<double>(router_counters.leases_consumed) /
+                           static_cast<double>(router_counters.leases_installed)
+               : 0;
+  }
 
   double switch_share() const {
     return active_s + switch_s > 0 ? switch_s / (active_s + switch_s) : 0;

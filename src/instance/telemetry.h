@@ -1,0 +1,65 @@
+// What an instance tells the router (DESIGN.md §4, paper §4.1): a versioned
+// snapshot of residency, queues, round state, memory and measured costs,
+// plus which sessions' prefixes it holds and where. The router plans against
+// the latest snapshot it received plus its own in-flight overlay; the
+// simulator delivers snapshots on a heartbeat period, so they are stale the
+// way a real control plane's are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/strings.h"
+#include "core/time.h"
+
+namespace talaria {
+
+enum class KvState : std::uint8_t { kMissing, kHost, kDevice };
+const char* ToString(KvState s);
+
+struct ModelTelemetry {
+  std::string name;
+  bool resident = false;  // opened here: a switch to it needs no full open
+  bool active = false;    // its slot holds the GPUs now
+  bool staged = false;    // the stager is filling its weights into KV tails
+  double staged_coverage = 0;
+  std::int32_t queued = 0;
+  std::int32_t running = 0;
+  double queued_work_s = 0;   // predicted prefill + decode of its queue
+  double switch_in_s = 0;     // advertised switch cost into it (EWMA of measured)
+  double full_open_s = 0;     // opening it from storage when not resident
+  std::int64_t weight_bytes_per_rank = 0;
+};
+
+struct CachedPrefix {
+  std::string model;
+  KvState state = KvState::kMissing;
+  std::int64_t tokens = 0;
+};
+
+struct InstanceTelemetry {
+  std::string instance;
+  std::uint64_t version = 0;
+  TimePoint taken_at;
+  std::vector<ModelTelemetry> models;  // in the instance's catalogue order
+  double round_estimate_s = 0;         // predicted round length R (Eq.3)
+  double round_bound_s = 0;            // gamma * T_TTFT (Eq.5)
+  std::int64_t deadline_risk = 0;
+  std::int64_t kv_free_bytes = 0;
+  std::int64_t kv_total_bytes = 0;
+  std::int64_t staging_slack_bytes = 0;
+  double restore_bytes_per_s = 0;
+  // Sessions whose prefix this instance holds, by session id.
+  std::unordered_map<std::string, CachedPrefix, StringHash, std::equal_to<>> sessions;
+
+  const ModelTelemetry* Find(const std::string& model) const {
+    for (const auto& m : models) {
+      if (m.name == model) return &m;
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace talaria

@@ -1,0 +1,467 @@
+#include "router/router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "core/units.h"
+
+namespace talaria {
+
+const char* ToString(RouterPolicy p) {
+  switch (p) {
+    case RouterPolicy::kFull: return "full";
+    case RouterPolicy::kLeastPressure: return "least-pressure";
+    case RouterPolicy::kSessionSticky: return "session-sticky";
+    case RouterPolicy::kRoundRobin: return "round-robin";
+    case RouterPolicy::kPrefixAware: return "prefix-aware";
+  }
+  return "?";
+}
+
+bool ParseRouterPolicy(std::string_view name, RouterPolicy& out) {
+  for (RouterPolicy p : {RouterPolicy::kFull, RouterPolicy::kLeastPressure, RouterPolicy::kSessionSticky,
+                         RouterPolicy::kRoundRobin, RouterPolicy::kPrefixAware}) {
+    if (name == ToString(p)) {
+      out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Lease {
+  std::int32_t instance = -1;
+  std::int32_t model = -1;
+  std::int64_t prefix_tokens = 0;
+  TimePoint expires;
+  TimePoint installed;
+  std::uint64_t id = 0;  // 0: no lease
+};
+
+struct SessionEntry {
+  std::int32_t last_instance = -1;
+  std::int32_t first_instance = -1;  // session-sticky's pin
+  std::int32_t model = -1;
+  std::int64_t kv_tokens = 0;
+  TimePoint last_use;
+  TimePoint last_done;  // completion seen by the router (newer than a snapshot?)
+  Lease lease;
+  std::list<std::string>::iterator lru;
+};
+
+struct OverlayEntry {
+  TimePoint at;
+  std::int32_t model;
+  double work_s;
+};
+
+struct InstanceState {
+  std::string name;
+  std::int32_t tp = 0;
+  bool has_snapshot = false;
+  bool healthy = true;
+  TimePoint snapshot_at;
+  InstanceTelemetry snapshot;
+  std::vector<std::int32_t> slot_of_model;        // catalogue id -> index in snapshot.models, -1
+  std::vector<const ModelProfile*> profile_of;    // catalogue id -> profile at this tp
+  std::deque<OverlayEntry> overlay;               // forwarded since the snapshot
+  std::vector<double> overlay_work_s;             // per catalogue model
+  double overlay_total_s = 0;
+  std::int32_t live_leases = 0;
+  std::deque<std::pair<TimePoint, std::uint64_t>> lease_expiry;  // FIFO: tau is constant
+  double load_s = 0;  // queued work in the snapshot, all models
+};
+
+}  // namespace
+
+struct Router::Impl {
+  const ProfileSet& profiles;
+  std::vector<InstanceState> instances;
+  std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>> model_ids;
+  std::vector<std::string> model_names;
+  std::vector<double> output_estimate;  // per catalogue model, EWMA of completions
+  std::unordered_map<std::string, SessionEntry, StringHash, std::equal_to<>> sessions;
+  std::list<std::string> lru;  // front = least recently used
+  std::unordered_map<std::uint64_t, std::string> lease_owner;  // live lease id -> session
+  std::uint64_t next_lease = 1;
+  std::uint32_t round_robin = 0;
+  // Scratch reused per decision (no allocation on the hot path).
+  std::vector<double> cost;
+  std::vector<double> cost_without_activation;
+
+  explicit Impl(const ProfileSet& p) : profiles(p) {}
+
+  std::int32_t ModelId(std::string_view name) {
+    auto it = model_ids.find(name);
+    if (it != model_ids.end()) return it->second;
+    const auto id = static_cast<std::int32_t>(model_names.size());
+    model_ids.emplace(std::string(name), id);
+    model_names.emplace_back(name);
+    output_estimate.push_back(-1);
+    for (auto& inst : instances) {
+      inst.slot_of_model.push_back(-1);
+      inst.profile_of.push_back(profiles.Find(model_names.back(), inst.tp));
+      inst.overlay_work_s.push_back(0);
+    }
+    return id;
+  }
+
+  void Remap(InstanceState& inst) {
+    std::fill(inst.slot_of_model.begin(), inst.slot_of_model.end(), -1);
+    inst.load_s = 0;
+    for (std::size_t k = 0; k < inst.snapshot.models.size(); ++k) {
+      const std::int32_t id = ModelId(inst.snapshot.models[k].name);
+      inst.slot_of_model[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(k);
+      inst.load_s += inst.snapshot.models[k].queued_work_s;
+    }
+  }
+
+  void ExpireLeases(InstanceState& inst, TimePoint now, RouterCounters& counters) {
+    while (!inst.lease_expiry.empty() && inst.lease_expiry.front().first <= now) {
+      const std::uint64_t id = inst.lease_expiry.front().second;
+      inst.lease_expiry.pop_front();
+      auto owner = lease_owner.find(id);
+      if (owner == lease_owner.end()) continue;  // consumed or discarded already
+      auto s = sessions.find(owner->second);
+      if (s != sessions.end() && s->second.lease.id == id) s->second.lease = Lease{};
+      lease_owner.erase(owner);
+      --inst.live_leases;
+      ++counters.leases_expired;
+    }
+  }
+
+  void DropLease(SessionEntry& e) {
+    if (e.lease.id == 0) return;
+    if (lease_owner.erase(e.lease.id) > 0) --instances[static_cast<std::size_t>(e.lease.instance)].live_leases;
+    e.lease = Lease{};
+  }
+
+  bool Fresh(const InstanceState& inst, TimePoint now, double stale_after_s) const {
+    return inst.healthy && inst.has_snapshot && ToSeconds(now - inst.snapshot_at) <= stale_after_s;
+  }
+
+  // Where this instance holds the session's prefix for `model`, in tokens.
+  KvState CachedState(const InstanceState& inst, std::int32_t index, std::string_view session,
+                      std::int32_t model, const SessionEntry* entry, std::int64_t& tokens) const {
+    tokens = 0;
+    // Completions after the snapshot: the router knows the KV is on device there.
+    if (entry != nullptr && entry->last_instance == index && entry->model == model &&
+        entry->last_done > inst.snapshot_at) {
+      tokens = entry->kv_tokens;
+      return KvState::kDevice;
+    }
+    auto it = inst.snapshot.sessions.find(session);
+    if (it == inst.snapshot.sessions.end() || it->second.model != model_names[static_cast<std::size_t>(model)]) {
+      return KvState::kMissing;
+    }
+    tokens = it->second.tokens;
+    return it->second.state;
+  }
+
+  double Load(const InstanceState& inst, double unit_s) const {
+    return inst.load_s + inst.overlay_total_s + inst.live_leases * unit_s;
+  }
+};
+
+Router::Router(RouterOptions options, std::vector<std::string> instances, std::vector<std::int32_t> tps,
+               const ProfileSet& profiles)
+    : impl_(std::make_unique<Impl>(profiles)), options_(options) {
+  TALARIA_CHECK(instances.size() == tps.size(), "one tp per instance");
+  for (std::size_t i = 0; i < instances.size(); ++i) {
+    InstanceState s;
+    s.name = instances[i];
+    s.tp = tps[i];
+    impl_->instances.push_back(std::move(s));
+  }
+}
+
+Router::~Router() = default;
+
+std::size_t Router::sessions() const { return impl_->sessions.size(); }
+
+void Router::SetHealthy(std::int32_t instance, bool healthy) {
+  impl_->instances[static_cast<std::size_t>(instance)].healthy = healthy;
+}
+
+void Router::OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, TimePoint now) {
+  InstanceState& inst = impl_->instances[static_cast<std::size_t>(instance)];
+  if (inst.has_snapshot && snapshot.version <= inst.snapshot.version) return;  // out of order
+  inst.snapshot = std::move(snapshot);
+  inst.snapshot_at = inst.snapshot.taken_at;
+  inst.has_snapshot = true;
+  impl_->Remap(inst);
+  // The overlay keeps only forwards the snapshot could not have seen.
+  while (!inst.overlay.empty() && inst.overlay.front().at <= inst.snapshot_at) {
+    inst.overlay_work_s[static_cast<std::size_t>(inst.overlay.front().model)] -= inst.overlay.front().work_s;
+    inst.overlay_total_s -= inst.overlay.front().work_s;
+    inst.overlay.pop_front();
+  }
+  if (inst.overlay.empty()) {
+    std::fill(inst.overlay_work_s.begin(), inst.overlay_work_s.end(), 0.0);
+    inst.overlay_total_s = 0;
+  }
+  (void)now;
+}
+
+void Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
+                         std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now) {
+  Impl& im = *impl_;
+  const std::int32_t model_id = im.ModelId(model);
+  double& estimate = im.output_estimate[static_cast<std::size_t>(model_id)];
+  estimate = estimate < 0 ? static_cast<double>(output_tokens) : 0.9 * estimate + 0.1 * static_cast<double>(output_tokens);
+  auto it = im.sessions.find(session_id);
+  if (it == im.sessions.end()) return;  // evicted from the table meanwhile
+  SessionEntry& e = it->second;
+  e.last_instance = instance;
+  e.model = model_id;
+  e.kv_tokens = kv_tokens;
+  e.last_use = now;
+  e.last_done = now;
+  im.lru.splice(im.lru.end(), im.lru, e.lru);
+  if (options_.policy != RouterPolicy::kFull || options_.lease_tau_s <= 0) return;
+  // The successor lease: installed only here, never by routing.
+  im.DropLease(e);
+  InstanceState& inst = im.instances[static_cast<std::size_t>(instance)];
+  e.lease = Lease{instance, model_id, kv_tokens, now + FromSeconds(options_.lease_tau_s), now, im.next_lease++};
+  im.lease_owner.emplace(e.lease.id, std::string(session_id));
+  inst.lease_expiry.emplace_back(e.lease.expires, e.lease.id);
+  ++inst.live_leases;
+  ++counters_.leases_installed;
+}
+
+std::int32_t Router::LeaseOf(std::string_view session_id, TimePoint now) const {
+  auto it = impl_->sessions.find(session_id);
+  if (it == impl_->sessions.end() || it->second.lease.id == 0 || it->second.lease.expires <= now) return -1;
+  return it->second.lease.instance;
+}
+
+RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
+  Impl& im = *impl_;
+  ++counters_.decisions;
+  const std::int32_t model = im.ModelId(r.model);
+  for (auto& inst : im.instances) im.ExpireLeases(inst, now, counters_);
+
+  // Session table entry (bounded: idle entries and the LRU overflow go).
+  auto found = im.sessions.find(r.session_id);
+  if (found == im.sessions.end()) {
+    while (!im.lru.empty() &&
+           (im.sessions.size() >= options_.max_sessions ||
+            ToSeconds(now - im.sessions.find(im.lru.front())->second.last_use) > options_.session_idle_s)) {
+      auto victim = im.sessions.find(im.lru.front());
+      im.DropLease(victim->second);
+      im.sessions.erase(victim);
+      im.lru.pop_front();
+    }
+    found = im.sessions.emplace(std::string(r.session_id), SessionEntry{}).first;
+    found->second.lru = im.lru.insert(im.lru.end(), found->first);
+  } else {
+    im.lru.splice(im.lru.end(), im.lru, found->second.lru);
+  }
+  SessionEntry& entry = found->second;
+  entry.last_use = now;
+
+  RouteDecision d;
+  const auto n = static_cast<std::int32_t>(im.instances.size());
+  auto serves = [&](const InstanceState& inst) {
+    return inst.has_snapshot && inst.slot_of_model[static_cast<std::size_t>(model)] >= 0;
+  };
+  auto commit = [&](std::int32_t i, RouteDecision::Reason reason, double work_s) {
+    d.instance = i;
+    d.reason = reason;
+    InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+    inst.overlay.push_back(OverlayEntry{now, model, work_s});
+    inst.overlay_work_s[static_cast<std::size_t>(model)] += work_s;
+    inst.overlay_total_s += work_s;
+    if (entry.first_instance < 0) entry.first_instance = i;
+    entry.last_instance = i;
+    entry.model = model;
+    return d;
+  };
+  const double output_tokens = im.output_estimate[static_cast<std::size_t>(model)] > 0
+                                   ? im.output_estimate[static_cast<std::size_t>(model)]
+                                   : options_.output_tokens_estimate;
+
+  // Per-candidate own work (dR without the queue), used by every policy for the overlay.
+  auto own_work = [&](const InstanceState& inst, std::int64_t cached) {
+    const ModelProfile* p = inst.profile_of[static_cast<std::size_t>(model)];
+    if (p == nullptr) return 0.0;
+    return p->PrefillSeconds(r.prompt_tokens - cached, cached) +
+           output_tokens * p->DecodeStepSeconds(1, r.prompt_tokens);
+  };
+
+  // Least loaded fresh instance that serves the model; ties to the lowest index.
+  auto least_pressure = [&]() -> std::int32_t {
+    std::int32_t best = -1;
+    double best_load = kInf;
+    for (std::int32_t i = 0; i < n; ++i) {
+      const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+      if (!serves(inst)) continue;
+      if (!im.Fresh(inst, now, options_.stale_after_s)) {
+        ++counters_.stale_exclusions;
+        continue;
+      }
+      const double load = im.Load(inst, options_.lease_unit_s);
+      if (load < best_load) best = i, best_load = load;
+    }
+    return best;
+  };
+
+  switch (options_.policy) {
+    case RouterPolicy::kLeastPressure:
+    case RouterPolicy::kSessionSticky:
+    case RouterPolicy::kRoundRobin:
+    case RouterPolicy::kPrefixAware: {
+      std::int32_t pick = -1;
+      if (options_.policy == RouterPolicy::kSessionSticky && entry.first_instance >= 0 &&
+          im.instances[static_cast<std::size_t>(entry.first_instance)].healthy &&
+          serves(im.instances[static_cast<std::size_t>(entry.first_instance)])) {
+        pick = entry.first_instance;
+      } else if (options_.policy == RouterPolicy::kRoundRobin) {
+        for (std::int32_t k = 0; k < n && pick < 0; ++k) {
+          const std::int32_t i = static_cast<std::int32_t>((im.round_robin + static_cast<std::uint32_t>(k)) % static_cast<std::uint32_t>(n));
+          if (serves(im.instances[static_cast<std::size_t>(i)]) && im.Fresh(im.instances[static_cast<std::size_t>(i)], now, options_.stale_after_s)) {
+            pick = i;
+            im.round_robin = static_cast<std::uint32_t>(i + 1);
+          }
+        }
+      } else if (options_.policy == RouterPolicy::kPrefixAware) {
+        const std::int32_t least = least_pressure();
+        std::int32_t best = -1;
+        std::int64_t best_tokens = 0;
+        for (std::int32_t i = 0; i < n; ++i) {
+          const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+          if (!serves(inst) || !im.Fresh(inst, now, options_.stale_after_s)) continue;
+          std::int64_t tokens = 0;
+          if (im.CachedState(inst, i, r.session_id, model, &entry, tokens) != KvState::kMissing &&
+              tokens > best_tokens) {
+            best = i, best_tokens = tokens;
+          }
+        }
+        pick = least;
+        if (best >= 0 && least >= 0) {
+          const double lb = im.Load(im.instances[static_cast<std::size_t>(best)], options_.lease_unit_s);
+          const double ll = im.Load(im.instances[static_cast<std::size_t>(least)], options_.lease_unit_s);
+          if (lb <= ll * options_.prefix_imbalance + options_.prefix_imbalance_floor_s) pick = best;
+        }
+      }
+      if (pick < 0) pick = least_pressure();
+      if (pick < 0) {
+        ++counters_.overloads;
+        return d;
+      }
+      std::int64_t tokens = 0;
+      im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, r.session_id, model, &entry, tokens);
+      return commit(pick, RouteDecision::Reason::kBaseline,
+                    own_work(im.instances[static_cast<std::size_t>(pick)], std::min(tokens, r.prefix_tokens)));
+    }
+    case RouterPolicy::kFull:
+      break;
+  }
+
+  // Algorithm 1, lines 1-9: a live lease for this session and model.
+  if (entry.lease.id != 0) {
+    const Lease lease = entry.lease;
+    InstanceState& inst = im.instances[static_cast<std::size_t>(lease.instance)];
+    std::int64_t tokens = 0;
+    const bool live = lease.expires > now && lease.model == model;
+    const bool restorable = live && inst.healthy &&
+                            im.CachedState(inst, lease.instance, r.session_id, model, &entry, tokens) != KvState::kMissing;
+    im.DropLease(entry);  // consumed or discarded: routing never refreshes it
+    if (restorable) {
+      ++counters_.leases_consumed;
+      d.lease_hit = true;
+      return commit(lease.instance, RouteDecision::Reason::kLease, own_work(inst, std::min(tokens, r.prefix_tokens)));
+    }
+    if (lease.expires > now) ++counters_.leases_discarded;  // wrong model, unhealthy or lost prefix
+    else ++counters_.leases_expired;
+  }
+
+  // Lines 10-25: cost placement over fresh candidates.
+  im.cost.assign(static_cast<std::size_t>(n), kInf);
+  im.cost_without_activation.assign(static_cast<std::size_t>(n), kInf);
+  double best_resident = kInf;
+  for (std::int32_t i = 0; i < n; ++i) {
+    InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+    if (!serves(inst)) continue;
+    if (!im.Fresh(inst, now, options_.stale_after_s)) {
+      ++counters_.stale_exclusions;
+      continue;
+    }
+    const ModelProfile* p = inst.profile_of[static_cast<std::size_t>(model)];
+    if (p == nullptr) continue;
+    const ModelTelemetry& mt = inst.snapshot.models[static_cast<std::size_t>(inst.slot_of_model[static_cast<std::size_t>(model)])];
+    std::int64_t tokens = 0;
+    const KvState state = im.CachedState(inst, i, r.session_id, model, &entry, tokens);
+    const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
+    // Eq.1 terms, seconds.
+    const double queue = mt.queued_work_s + inst.overlay_work_s[static_cast<std::size_t>(model)];
+    double c_kv = 0;
+    std::int64_t cached = reuse;
+    if (state == KvState::kHost) {
+      c_kv = p->KvRestoreSeconds(reuse);
+    } else if (state == KvState::kMissing) {
+      c_kv = p->PrefillSeconds(r.prefix_tokens);  // recompute the reusable prefix
+      cached = r.prefix_tokens;
+    }
+    const double dr = queue + p->PrefillSeconds(r.prompt_tokens - cached, cached) +
+                      output_tokens * p->DecodeStepSeconds(std::max(1, mt.running + 1), r.prompt_tokens);
+    const double c_act = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
+    // Admission checks: Eq.5 on the predicted round, and KV capacity.
+    const double round = inst.snapshot.round_estimate_s + inst.overlay_total_s +
+                         inst.live_leases * options_.lease_unit_s + dr - queue + c_kv + c_act;
+    if (options_.admission_control && inst.snapshot.round_bound_s > 0 &&
+        round > inst.snapshot.round_bound_s && inst.snapshot.round_estimate_s > 0) {
+      continue;
+    }
+    const double kv_bytes = static_cast<double>(r.prompt_tokens + static_cast<std::int64_t>(output_tokens)) *
+                            static_cast<double>(p->KvBytesPerTokenPerRank());
+    if (options_.admission_control && inst.snapshot.kv_total_bytes > 0 &&
+        kv_bytes > static_cast<double>(inst.snapshot.kv_total_bytes)) {
+      continue;
+    }
+    im.cost_without_activation[static_cast<std::size_t>(i)] = dr + c_kv;
+    im.cost[static_cast<std::size_t>(i)] = dr + c_kv + c_act;
+    if (mt.resident) best_resident = std::min(best_resident, im.cost[static_cast<std::size_t>(i)]);
+  }
+  std::int32_t pick = -1;
+  double pick_cost = kInf;
+  for (std::int32_t i = 0; i < n; ++i) {
+    const double c = im.cost[static_cast<std::size_t>(i)];
+    if (c == kInf) continue;
+    const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+    const ModelTelemetry& mt = inst.snapshot.models[static_cast<std::size_t>(inst.slot_of_model[static_cast<std::size_t>(model)])];
+    if (!mt.resident) {
+      // Eq.2: open a new replica only if its gain beats its cost.
+      const double gain = best_resident == kInf ? kInf : best_resident - im.cost_without_activation[static_cast<std::size_t>(i)];
+      const double used = inst.snapshot.kv_total_bytes > 0
+                              ? 1.0 - static_cast<double>(inst.snapshot.kv_free_bytes) / static_cast<double>(inst.snapshot.kv_total_bytes)
+                              : 0.0;
+      const double slack = inst.snapshot.kv_total_bytes > 0
+                               ? static_cast<double>(inst.snapshot.staging_slack_bytes) / static_cast<double>(inst.snapshot.kv_total_bytes)
+                               : 1.0;
+      const double mu = options_.hbm_price_s_per_gib * (1.0 + used) * (2.0 - std::min(1.0, slack));
+      const double threshold = mt.full_open_s + mu * ToGiB(mt.weight_bytes_per_rank) + options_.replica_penalty_s;
+      if (!(gain > threshold)) continue;
+    }
+    if (c < pick_cost) pick = i, pick_cost = c;  // strict: ties go to the lowest index
+  }
+  if (pick < 0) {
+    ++counters_.overloads;
+    return d;  // the caller's overload policy
+  }
+  d.cost_s = pick_cost;
+  std::int64_t tokens = 0;
+  im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, r.session_id, model, &entry, tokens);
+  return commit(pick, RouteDecision::Reason::kCost,
+                own_work(im.instances[static_cast<std::size_t>(pick)], std::min(tokens, r.prefix_tokens)));
+}
+
+}  // namespace talaria

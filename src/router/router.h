@@ -1,0 +1,122 @@
+// The session-aware router (DESIGN.md §3, paper §3.3, §4.1, Algorithm 1),
+// and the baselines it is compared with, behind one interface.
+//
+// The full router keeps a session table. When a call completes it installs a
+// soft reservation, a lease (session, model, instance, prefix tokens,
+// t_exp = t_done + tau), which until it expires charges one admission unit
+// to that instance in the router's overlay. A returning call with a live
+// lease goes back to that instance if the instance is healthy and still holds
+// the prefix on device or in host KV; otherwise the lease is discarded and the
+// call is placed by cost: over instances with fresh telemetry, minimise
+//   Cost = dR (own queue + prefill + decode) + C_kv (0 / restore / recompute)
+//        + C_act (0 / advertised switch / full open)          (Eq.1)
+// keeping only candidates whose predicted round fits gamma * T_TTFT (Eq.5)
+// and whose KV fits, and, where the model would need a new replica, only if
+//   gain > T_swap + mu_j * dW_m + nu_m                        (Eq.2).
+// No candidate: the overload policy (the caller waits, bounded, then rejects).
+//
+// Baselines share the session table, telemetry and overlay:
+// least-pressure, session-sticky, round-robin and prefix-aware.
+//
+// Policy code: every call takes `now`; nothing reads a clock or does I/O.
+// Not synchronized.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/time.h"
+#include "instance/telemetry.h"
+#include "profile/profile.h"
+
+namespace talaria {
+
+enum class RouterPolicy { kFull, kLeastPressure, kSessionSticky, kRoundRobin, kPrefixAware };
+const char* ToString(RouterPolicy p);
+bool ParseRouterPolicy(std::string_view name, RouterPolicy& out);
+
+struct RouterOptions {
+  RouterPolicy policy = RouterPolicy::kFull;
+  double lease_tau_s = 1.0;            // §3.3: tau = 1 s, near the p90 tool gap
+  // Eq.5 round admission and the KV check filter candidates; off, the router
+  // ranks every fresh candidate and never invokes the overload policy.
+  bool admission_control = true;
+  double lease_unit_s = 0.5;           // assumption: one admission unit, in seconds of slot budget
+  double stale_after_s = 1.0;          // assumption: a snapshot older than this is stale
+  double replica_penalty_s = 2.0;      // nu_m of Eq.2 (assumption)
+  double hbm_price_s_per_gib = 0.05;   // base of mu_j of Eq.2 (assumption)
+  double prefix_imbalance = 1.5;       // prefix-aware: give up the prefix above this load ratio
+  double prefix_imbalance_floor_s = 2.0;  // ... and this much absolute extra load
+  double output_tokens_estimate = 100;    // assumption: before any completion was seen
+  std::size_t max_sessions = 1'000'000;   // session table bound (LRU beyond it)
+  double session_idle_s = 600;            // entries idle this long are dropped
+};
+
+struct RouteRequest {
+  std::string_view session_id;
+  std::string_view model;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t prefix_tokens = 0;
+  bool continuation = false;
+};
+
+struct RouteDecision {
+  enum class Reason : std::uint8_t { kLease, kCost, kBaseline, kOverload };
+  std::int32_t instance = -1;  // -1: no feasible instance (overload)
+  Reason reason = Reason::kOverload;
+  bool lease_hit = false;
+  double cost_s = 0;
+};
+
+struct RouterCounters {
+  std::int64_t decisions = 0;
+  std::int64_t leases_installed = 0;
+  std::int64_t leases_consumed = 0;
+  std::int64_t leases_expired = 0;    // found expired on the return
+  std::int64_t leases_discarded = 0;  // live, but unhealthy instance or lost prefix
+  std::int64_t overloads = 0;
+  std::int64_t stale_exclusions = 0;
+};
+
+class Router {
+ public:
+  // `instances` and `tps` name the instances in index order. `profiles`
+  // must outlive the router.
+  Router(RouterOptions options, std::vector<std::string> instances, std::vector<std::int32_t> tps,
+         const ProfileSet& profiles);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // A heartbeat's snapshot. Replaces the previous one; the overlay keeps
+  // only what happened after it was taken.
+  void OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, TimePoint now);
+  // The result of a health check.
+  void SetHealthy(std::int32_t instance, bool healthy);
+
+  RouteDecision Route(const RouteRequest& request, TimePoint now);
+
+  // The completion hook: updates the session table from the response's
+  // usage and (full router, tau > 0) installs the successor lease.
+  void OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
+                   std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now);
+
+  const RouterCounters& counters() const { return counters_; }
+  const RouterOptions& options() const { return options_; }
+  std::size_t sessions() const;
+  // The instance a session's live lease points at, or -1 (for tests).
+  std::int32_t LeaseOf(std::string_view session_id, TimePoint now) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  RouterOptions options_;
+  RouterCounters counters_;
+};
+
+}  // namespace talaria

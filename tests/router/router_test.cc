@@ -1,0 +1,265 @@
+#include "router/router.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "instance/test_profiles.h"
+
+namespace talaria {
+namespace {
+
+// Two or more instances serving the tiny model "m" (and "n"), driven by
+// hand-made snapshots and a manual notion of now.
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    profiles_.Add(testing::TinyProfile("m"));
+    profiles_.Add(testing::TinyProfile("n"));
+  }
+
+  std::unique_ptr<Router> Make(RouterOptions o, int instances = 2) {
+    std::vector<std::string> names;
+    std::vector<std::int32_t> tps;
+    for (int i = 0; i < instances; ++i) {
+      names.push_back("i" + std::to_string(i));
+      tps.push_back(1);
+    }
+    return std::make_unique<Router>(o, names, tps, profiles_);
+  }
+
+  // A snapshot where `resident` models are open, `active` is active, with
+  // the given queued work on "m".
+  static InstanceTelemetry Snap(std::uint64_t version, double at_s, double queued_m_s = 0,
+                                bool m_resident = true, bool n_resident = true) {
+    InstanceTelemetry t;
+    t.version = version;
+    t.taken_at = AtSeconds(at_s);
+    ModelTelemetry m;
+    m.name = "m";
+    m.resident = m_resident;
+    m.active = m_resident;
+    m.queued_work_s = queued_m_s;
+    m.full_open_s = 10.0;
+    m.switch_in_s = 0.5;
+    m.weight_bytes_per_rank = 8 * kGiB;
+    ModelTelemetry n = m;
+    n.name = "n";
+    n.resident = n_resident;
+    n.active = false;
+    n.queued_work_s = 0;
+    t.models = {m, n};
+    t.round_bound_s = 18;
+    t.kv_total_bytes = 40 * kGiB;
+    t.kv_free_bytes = 40 * kGiB;
+    t.staging_slack_bytes = 20 * kGiB;
+    return t;
+  }
+
+  static RouteRequest Req(const std::string& session, bool continuation = true,
+                          const std::string& model = "m") {
+    RouteRequest r;
+    r.session_id = session;
+    r.model = model;
+    r.prompt_tokens = 1000;
+    r.prefix_tokens = continuation ? 900 : 0;
+    r.continuation = continuation;
+    return r;
+  }
+
+  void Feed(Router& r, int instances, double at_s, double queued0 = 0, double queued1 = 0) {
+    for (int i = 0; i < instances; ++i) {
+      r.OnTelemetry(i, Snap(++version_, at_s, i == 0 ? queued0 : queued1), AtSeconds(at_s));
+    }
+  }
+
+  ProfileSet profiles_;
+  std::uint64_t version_ = 0;
+};
+
+TEST_F(RouterTest, LeaseExpiresAtExactlyTau) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  ASSERT_EQ(r->Route(Req("s", false), AtSeconds(0.1)).instance, 0);
+  r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(10));  // served on i1
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(10.999)), 1);
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(11.0)), -1);
+  Feed(*r, 2, 11.0);
+  const RouteDecision d = r->Route(Req("s"), AtSeconds(11.0));
+  EXPECT_FALSE(d.lease_hit);
+  EXPECT_EQ(d.reason, RouteDecision::Reason::kCost);
+  EXPECT_EQ(r->counters().leases_expired, 1);
+  EXPECT_EQ(r->counters().leases_consumed, 0);
+}
+
+TEST_F(RouterTest, LiveLeaseRoutesBackAndSuccessorOnlyAfterCompletion) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  r->Route(Req("s", false), AtSeconds(0.1));
+  r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(1.0));
+  const RouteDecision d = r->Route(Req("s"), AtSeconds(1.4));
+  EXPECT_TRUE(d.lease_hit);
+  EXPECT_EQ(d.instance, 1);
+  EXPECT_EQ(d.reason, RouteDecision::Reason::kLease);
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(1.5)), -1);  // consumed; routing never refreshes it
+  r->OnCompleted("s", "m", 1, 1100, 10, AtSeconds(2.0));
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(2.5)), 1);  // the successor
+  EXPECT_EQ(r->counters().leases_installed, 2);
+  EXPECT_EQ(r->counters().leases_consumed, 1);
+}
+
+TEST_F(RouterTest, UnhealthyInstanceDiscardsTheLease) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  r->Route(Req("s", false), AtSeconds(0.1));
+  r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(1.0));
+  r->OnTelemetry(0, Snap(++version_, 1.1), AtSeconds(1.1));
+  InstanceTelemetry holds = Snap(++version_, 1.1);
+  holds.sessions["s"] = CachedPrefix{"m", KvState::kDevice, 1000};  // the prefix is there
+  r->OnTelemetry(1, holds, AtSeconds(1.1));
+  r->SetHealthy(1, false);
+  const RouteDecision d = r->Route(Req("s"), AtSeconds(1.2));
+  EXPECT_FALSE(d.lease_hit);
+  EXPECT_EQ(d.instance, 0);
+  EXPECT_EQ(r->counters().leases_discarded, 1);
+}
+
+TEST_F(RouterTest, MissingPrefixDiscardsTheLease) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  r->Route(Req("s", false), AtSeconds(0.1));
+  r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(1.0));
+  // A snapshot taken after the completion that no longer lists the session.
+  r->OnTelemetry(1, Snap(++version_, 1.1), AtSeconds(1.1));
+  const RouteDecision d = r->Route(Req("s"), AtSeconds(1.2));
+  EXPECT_FALSE(d.lease_hit);
+  EXPECT_EQ(r->counters().leases_discarded, 1);
+  // And one that lists it host-restorable keeps the lease usable.
+  r->Route(Req("t", false), AtSeconds(1.3));
+  r->OnCompleted("t", "m", 1, 1000, 10, AtSeconds(1.4));
+  InstanceTelemetry snap = Snap(++version_, 1.5);
+  snap.sessions["t"] = CachedPrefix{"m", KvState::kHost, 960};
+  r->OnTelemetry(1, snap, AtSeconds(1.5));
+  EXPECT_TRUE(r->Route(Req("t"), AtSeconds(1.6)).lease_hit);
+}
+
+TEST_F(RouterTest, StaleSnapshotExcludesInstanceFromNewPlacements) {
+  RouterOptions o;
+  o.stale_after_s = 1.0;
+  auto r = Make(o);
+  r->OnTelemetry(0, Snap(++version_, 0.0), AtSeconds(0));
+  r->OnTelemetry(1, Snap(++version_, 2.0, /*queued_m_s=*/5.0), AtSeconds(2.0));
+  // At t=2.5, i0's snapshot is 2.5 s old: only i1 is a candidate, though busier.
+  EXPECT_EQ(r->Route(Req("a", false), AtSeconds(2.5)).instance, 1);
+  EXPECT_GT(r->counters().stale_exclusions, 0);
+  // No fresh instance at all: the overload policy.
+  EXPECT_EQ(r->Route(Req("b", false), AtSeconds(10)).instance, -1);
+  EXPECT_EQ(r->counters().overloads, 1);
+}
+
+TEST_F(RouterTest, OverlayChargesCountBeforeTheNextSnapshot) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  EXPECT_EQ(r->Route(Req("a", false), AtSeconds(0.1)).instance, 0);  // tie: lowest index
+  EXPECT_EQ(r->Route(Req("b", false), AtSeconds(0.1)).instance, 1);  // a's work counts on i0
+  EXPECT_EQ(r->Route(Req("c", false), AtSeconds(0.1)).instance, 0);
+  // A snapshot taken after the forwards replaces the overlay.
+  Feed(*r, 2, 0.2);
+  EXPECT_EQ(r->Route(Req("d", false), AtSeconds(0.3)).instance, 0);
+}
+
+TEST_F(RouterTest, TiesBreakToTheLowestIndex) {
+  auto r = Make({}, 4);
+  Feed(*r, 4, 0);
+  for (int k = 0; k < 3; ++k) {
+    auto again = Make({}, 4);
+    Feed(*again, 4, 0);
+    EXPECT_EQ(again->Route(Req("x", false), AtSeconds(0.1)).instance, 0);
+  }
+}
+
+// Eq.2: a new replica of m on i1 only when the gain (what placing on i0, the
+// only instance with m open, would cost extra) beats T_swap + mu*dW + nu.
+TEST_F(RouterTest, ReplicaRuleAcceptsAndRejectsAroundItsThreshold) {
+  RouterOptions o;
+  o.replica_penalty_s = 2.0;
+  o.hbm_price_s_per_gib = 0.0;  // threshold = full open 10 s + nu 2 s = 12 s
+  for (double queue : {11.5, 12.5}) {
+    SCOPED_TRACE(queue);
+    auto r = Make(o);
+    r->OnTelemetry(0, Snap(++version_, 0, queue, /*m_resident=*/true), AtSeconds(0));
+    r->OnTelemetry(1, Snap(++version_, 0, 0, /*m_resident=*/false), AtSeconds(0));
+    const RouteDecision d = r->Route(Req("s", false), AtSeconds(0.1));
+    EXPECT_EQ(d.instance, queue > 12.0 ? 1 : 0);
+  }
+}
+
+TEST_F(RouterTest, BaselinesPickAsScripted) {
+  {
+    RouterOptions o;
+    o.policy = RouterPolicy::kLeastPressure;
+    auto r = Make(o, 3);
+    r->OnTelemetry(0, Snap(++version_, 0, 3.0), AtSeconds(0));
+    r->OnTelemetry(1, Snap(++version_, 0, 1.0), AtSeconds(0));
+    r->OnTelemetry(2, Snap(++version_, 0, 2.0), AtSeconds(0));
+    EXPECT_EQ(r->Route(Req("a", false), AtSeconds(0.1)).instance, 1);
+  }
+  {
+    RouterOptions o;
+    o.policy = RouterPolicy::kSessionSticky;
+    auto r = Make(o, 2);
+    Feed(*r, 2, 0, 0, 5);
+    EXPECT_EQ(r->Route(Req("a", false), AtSeconds(0.1)).instance, 0);
+    Feed(*r, 2, 0.2, 50, 0);  // i0 is now much busier: sticky stays
+    EXPECT_EQ(r->Route(Req("a"), AtSeconds(0.3)).instance, 0);
+  }
+  {
+    RouterOptions o;
+    o.policy = RouterPolicy::kRoundRobin;
+    auto r = Make(o, 3);
+    Feed(*r, 3, 0);
+    std::vector<int> picks;
+    for (int k = 0; k < 4; ++k) picks.push_back(r->Route(Req("s" + std::to_string(k), false), AtSeconds(0.1)).instance);
+    EXPECT_EQ(picks, (std::vector<int>{0, 1, 2, 0}));
+  }
+  {
+    RouterOptions o;
+    o.policy = RouterPolicy::kPrefixAware;
+    o.prefix_imbalance = 1.5;
+    o.prefix_imbalance_floor_s = 1.0;
+    auto r = Make(o, 2);
+    InstanceTelemetry with_prefix = Snap(++version_, 0, 2.0);
+    with_prefix.sessions["s"] = CachedPrefix{"m", KvState::kDevice, 896};
+    r->OnTelemetry(0, Snap(++version_, 0, 1.0), AtSeconds(0));
+    r->OnTelemetry(1, with_prefix, AtSeconds(0));
+    EXPECT_EQ(r->Route(Req("s"), AtSeconds(0.1)).instance, 1);  // 2 <= 1 * 1.5 + 1
+    InstanceTelemetry busy = Snap(++version_, 0.2, 9.0);
+    busy.sessions["s"] = CachedPrefix{"m", KvState::kDevice, 896};
+    r->OnTelemetry(0, Snap(++version_, 0.2, 1.0), AtSeconds(0.2));
+    r->OnTelemetry(1, busy, AtSeconds(0.2));
+    EXPECT_EQ(r->Route(Req("s"), AtSeconds(0.3)).instance, 0);  // too imbalanced
+  }
+}
+
+TEST_F(RouterTest, SessionTableIsBounded) {
+  RouterOptions o;
+  o.max_sessions = 100;
+  auto r = Make(o);
+  Feed(*r, 2, 0);
+  for (int k = 0; k < 1000; ++k) r->Route(Req("s" + std::to_string(k), false), AtSeconds(0.1));
+  EXPECT_LE(r->sessions(), 100u);
+}
+
+TEST(RouterPolicyTest, NamesRoundTrip) {
+  for (const char* name : {"full", "least-pressure", "session-sticky", "round-robin", "prefix-aware"}) {
+    RouterPolicy p;
+    ASSERT_TRUE(ParseRouterPolicy(name, p));
+    EXPECT_STREQ(ToString(p), name);
+  }
+  RouterPolicy p;
+  EXPECT_FALSE(ParseRouterPolicy("random", p));
+}
+
+}  // namespace
+}  // namespace talaria
