@@ -158,11 +158,8 @@ void RunReplayCommand(const ReplayArgs& a) {
           for (auto& ic : c.instances) ic.ablation = ab;
           ReplayOptions options;
           options.gap_cap_s = a.gap_cap_s;
-          options.router = cluster.router;
-          options.router.policy = policy;
-          options.router.lease_tau_s = tau;
-          options.heartbeat_s = cluster.heartbeat_s;
-          options.overload_max_wait_s = cluster.overload_max_wait_s;
+          c.router.policy = policy;
+          c.router.lease_tau_s = tau;
           options.start_scale = LoadScale(load);
           std::string label = name;
           if (routing) label += std::string("/") + ToString(policy) + "/" + load + "/tau" + std::to_string(tau);

@@ -62,7 +62,9 @@ class Driver final : public InstanceEvents {
       names.push_back(ic.name);
       tps.push_back(ic.tp);
     }
-    router_ = std::make_unique<Router>(options.router, names, tps, profiles);
+    router_ = std::make_unique<Router>(cluster.router, names, tps, profiles);
+    heartbeat_s_ = cluster.heartbeat_s;
+    overload_max_wait_s_ = cluster.overload_max_wait_s;
     for (const auto& c : trace.calls) {
       if (AnyHost(c.model) < 0) {
         throw InputError(cluster.source, "no instance hosts model '" + c.model + "' (session '" +
@@ -236,7 +238,7 @@ class Driver final : public InstanceEvents {
       instances_[i]->Snapshot(now_, t);
       router_->OnTelemetry(static_cast<std::int32_t>(i), std::move(t), now_);
     }
-    events_.Push(now_ + FromSeconds(options_.heartbeat_s), Event{EventKind::kHeartbeat, 0});
+    events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kHeartbeat, 0});
   }
 
   // After a session's call ends (finished or rejected), release its next call.
@@ -278,8 +280,8 @@ class Driver final : public InstanceEvents {
     route.continuation = c.call_index > 0;
     const RouteDecision d = router_->Route(route, now_);
     if (d.instance < 0) {  // overload: wait at the gateway, bounded, then reject
-      if (ToSeconds(now_ - run.intended) + options_.heartbeat_s <= options_.overload_max_wait_s) {
-        events_.Push(now_ + FromSeconds(options_.heartbeat_s), Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
+      if (ToSeconds(now_ - run.intended) + heartbeat_s_ <= overload_max_wait_s_) {
+        events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
       } else {
         ++result_.rejected;
         ReleaseNext(s, now_);
@@ -358,6 +360,8 @@ class Driver final : public InstanceEvents {
   EventQueue<Event> events_;
   SimEngine engine_;
   std::unique_ptr<Router> router_;
+  double heartbeat_s_ = 0.25;
+  double overload_max_wait_s_ = 60;
   std::set<std::pair<std::int32_t, std::string>> pending_opens_;  // placed, not yet open
   TimePoint now_{};
   std::int32_t block_tokens_ = 64;
@@ -430,8 +434,8 @@ ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& clus
                        const ProfileSet& profiles, const Trace& trace, const ReplayOptions& options) {
   ReplayResult result;
   result.config = config_name;
-  result.router = ToString(options.router.policy);
-  result.tau_s = options.router.lease_tau_s;
+  result.router = ToString(cluster.router.policy);
+  result.tau_s = cluster.router.lease_tau_s;
   result.calls_total = static_cast<std::int64_t>(trace.calls.size());
   result.sessions = static_cast<std::int64_t>(GroupSessions(trace).size());
   Driver driver(cluster, profiles, trace, options, result);

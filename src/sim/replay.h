@@ -8,7 +8,8 @@
 // call's intended enqueue time is recorded, so TTFT is schedule-aware: it
 // includes any wait for admission.
 //
-// Every call is placed by the router (router/router.h), which sees each
+// Every call is placed by the router (router/router.h; settings from the
+// cluster config's [router] table), which sees each
 // instance only through telemetry snapshots delivered on a heartbeat period,
 // so its view is as stale as a real control plane's; its in-flight overlay
 // counts what it forwarded since. A call no instance can take waits at the
@@ -40,10 +41,7 @@ struct ReplayOptions {
   std::string records_dir;
   // Called about once per simulated minute with (calls done, calls total).
   std::function<void(std::int64_t, std::int64_t)> progress;
-  RouterOptions router;
-  double heartbeat_s = 0.25;           // assumption: telemetry period
-  double start_scale = 1.0;            // multiplies session start offsets (offered load)
-  double overload_max_wait_s = 60.0;   // gateway wait before rejecting a call
+  double start_scale = 1.0;  // multiplies session start offsets (offered load)
 };
 
 struct ReplayResult {
