@@ -72,6 +72,11 @@ struct Instance::Session {
   std::vector<BlockId> blocks;
   bool busy = false;
   TimePoint last_use;
+  // Telemetry cache of the host-restorable prefix: valid while no block was
+  // evicted since (evictions_seen) and its checkpoint had completed.
+  TimePoint checkpoint_done;
+  std::int32_t host_blocks = -1;
+  std::int64_t evictions_seen = -1;
 };
 
 namespace {
@@ -105,6 +110,8 @@ const ModelProfile& FirstProfile(const InstanceConfig& c, const ProfileSet& prof
 }
 
 constexpr TimePoint kNever = TimePoint::max();
+// Sessions idle this long with no device KV leave the instance's table.
+constexpr double kSessionIdleS = 600.0;
 
 }  // namespace
 
@@ -685,6 +692,8 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
                                          m.profile->h2d_bytes_per_s);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
+    s.checkpoint_done = result.done;
+    s.host_blocks = -1;  // recompute at the next snapshot
   }
   CallRecord rec;
   rec.id = r.call.id;
@@ -836,19 +845,31 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out) {
   out.staging_slack_bytes = stager_.StagingSlackBytes(pool_);
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
   out.sessions.clear();
-  for (const auto& [id, s] : sessions_) {
-    if (s->model < 0) continue;
-    const Model& m = *models_[static_cast<std::size_t>(s->model)];
+  const std::int64_t evictions = hkvr_.evicted_blocks();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    Session& s = *it->second;
+    // Forget sessions idle for long with nothing on device (bounded table).
+    if (!s.busy && s.blocks.empty() && ToSeconds(now - s.last_use) > kSessionIdleS) {
+      it = sessions_.erase(it);
+      continue;
+    }
+    const std::string& id = it->first;
+    ++it;
+    if (s.model < 0) continue;
+    const Model& m = *models_[static_cast<std::size_t>(s.model)];
     CachedPrefix c;
     c.model = m.name;
-    if (s->model == active_ && !s->blocks.empty()) {
+    if (s.model == active_ && !s.blocks.empty()) {
       c.state = KvState::kDevice;
-      c.tokens = static_cast<std::int64_t>(s->chain.size()) * config_.block_tokens;
+      c.tokens = static_cast<std::int64_t>(s.chain.size()) * config_.block_tokens;
     } else if (config_.ablation.hkvr) {
-      const std::int32_t blocks = hkvr_.Probe(m.id, s->chain);
-      if (blocks > 0) {
+      if (s.host_blocks < 0 || s.evictions_seen != evictions || now < s.checkpoint_done) {
+        s.host_blocks = hkvr_.Probe(m.id, s.chain);
+        s.evictions_seen = evictions;
+      }
+      if (s.host_blocks > 0) {
         c.state = KvState::kHost;
-        c.tokens = static_cast<std::int64_t>(blocks) * config_.block_tokens;
+        c.tokens = static_cast<std::int64_t>(s.host_blocks) * config_.block_tokens;
       }
     }
     if (c.state != KvState::kMissing) out.sessions.emplace(id, c);

@@ -46,6 +46,14 @@ struct Lease {
   std::uint64_t id = 0;  // 0: no lease
 };
 
+// Where a session's prefix is held, from the latest snapshots.
+struct Location {
+  std::int32_t instance;
+  std::int32_t model;
+  KvState state;
+  std::int64_t tokens;
+};
+
 struct SessionEntry {
   std::int32_t last_instance = -1;
   std::int32_t first_instance = -1;  // session-sticky's pin
@@ -54,6 +62,7 @@ struct SessionEntry {
   TimePoint last_use;
   TimePoint last_done;  // completion seen by the router (newer than a snapshot?)
   Lease lease;
+  std::vector<Location> held;  // where snapshots say its prefix is
   std::list<std::string>::iterator lru;
 };
 
@@ -61,6 +70,13 @@ struct OverlayEntry {
   TimePoint at;
   std::int32_t model;
   double work_s;
+};
+
+struct ProfileTerms {
+  const ModelProfile* profile = nullptr;
+  double extend_s = 0;     // prefill of the tokens past the reusable prefix
+  double recompute_s = 0;  // prefill of the reusable prefix itself
+  double decode_s = 0;     // the call's own decode, at batch 1
 };
 
 struct InstanceState {
@@ -76,9 +92,10 @@ struct InstanceState {
   std::vector<double> overlay_work_s;             // per catalogue model
   double overlay_total_s = 0;
   std::int32_t live_leases = 0;
-  std::deque<std::pair<TimePoint, std::uint64_t>> lease_expiry;  // FIFO: tau is constant
   double load_s = 0;  // queued work in the snapshot, all models
+  std::vector<std::string> indexed_sessions;  // this instance's entries in Impl::locations
 };
+
 
 }  // namespace
 
@@ -91,11 +108,29 @@ struct Router::Impl {
   std::unordered_map<std::string, SessionEntry, StringHash, std::equal_to<>> sessions;
   std::list<std::string> lru;  // front = least recently used
   std::unordered_map<std::uint64_t, std::string> lease_owner;  // live lease id -> session
+  std::deque<std::pair<TimePoint, std::uint64_t>> lease_expiry;  // FIFO: tau is constant
+
   std::uint64_t next_lease = 1;
   std::uint32_t round_robin = 0;
   // Scratch reused per decision (no allocation on the hot path).
   std::vector<double> cost;
   std::vector<double> cost_without_activation;
+  std::vector<ProfileTerms> terms;  // per distinct profile, this decision
+
+  // Profile-dependent cost terms of the current request, computed once per
+  // profile per decision.
+  const ProfileTerms& TermsFor(const ModelProfile* p, const RouteRequest& r, double output_tokens) {
+    for (const auto& t : terms) {
+      if (t.profile == p) return t;
+    }
+    ProfileTerms t;
+    t.profile = p;
+    t.extend_s = p->PrefillSeconds(r.prompt_tokens - r.prefix_tokens, r.prefix_tokens);
+    t.recompute_s = r.prefix_tokens > 0 ? p->PrefillSeconds(r.prefix_tokens) : 0.0;
+    t.decode_s = output_tokens * p->DecodeStepSeconds(1, r.prompt_tokens);
+    terms.push_back(t);
+    return terms.back();
+  }
 
   explicit Impl(const ProfileSet& p) : profiles(p) {}
 
@@ -124,18 +159,47 @@ struct Router::Impl {
     }
   }
 
-  void ExpireLeases(InstanceState& inst, TimePoint now, RouterCounters& counters) {
-    while (!inst.lease_expiry.empty() && inst.lease_expiry.front().first <= now) {
-      const std::uint64_t id = inst.lease_expiry.front().second;
-      inst.lease_expiry.pop_front();
+  void ExpireLeases(TimePoint now, RouterCounters& counters) {
+    while (!lease_expiry.empty() && lease_expiry.front().first <= now) {
+      const std::uint64_t id = lease_expiry.front().second;
+      lease_expiry.pop_front();
       auto owner = lease_owner.find(id);
       if (owner == lease_owner.end()) continue;  // consumed or discarded already
       auto s = sessions.find(owner->second);
-      if (s != sessions.end() && s->second.lease.id == id) s->second.lease = Lease{};
+      if (s != sessions.end() && s->second.lease.id == id) {
+        --instances[static_cast<std::size_t>(s->second.lease.instance)].live_leases;
+        s->second.lease = Lease{};
+      }
       lease_owner.erase(owner);
-      --inst.live_leases;
       ++counters.leases_expired;
     }
+  }
+
+  // The entry for a session, created (most recently used) if absent.
+  SessionEntry& Entry(std::string_view id, TimePoint now) {
+    auto it = sessions.find(id);
+    if (it == sessions.end()) {
+      it = sessions.emplace(std::string(id), SessionEntry{}).first;
+      it->second.lru = lru.insert(lru.end(), it->first);
+      it->second.last_use = now;
+    }
+    return it->second;
+  }
+
+  void Reindex(std::int32_t index, InstanceState& inst) {
+    for (const auto& id : inst.indexed_sessions) {
+      auto it = sessions.find(id);
+      if (it != sessions.end()) {
+        std::erase_if(it->second.held, [&](const Location& l) { return l.instance == index; });
+      }
+    }
+    inst.indexed_sessions.clear();
+    for (auto& [id, c] : inst.snapshot.sessions) {
+      const std::int32_t model = ModelId(c.model);
+      Entry(id, inst.snapshot_at).held.push_back(Location{index, model, c.state, c.tokens});
+      inst.indexed_sessions.push_back(id);
+    }
+    inst.snapshot.sessions.clear();  // indexed: no second copy
   }
 
   void DropLease(SessionEntry& e) {
@@ -149,7 +213,7 @@ struct Router::Impl {
   }
 
   // Where this instance holds the session's prefix for `model`, in tokens.
-  KvState CachedState(const InstanceState& inst, std::int32_t index, std::string_view session,
+  KvState CachedState(const InstanceState& inst, std::int32_t index, const std::vector<Location>* locs,
                       std::int32_t model, const SessionEntry* entry, std::int64_t& tokens) const {
     tokens = 0;
     // Completions after the snapshot: the router knows the KV is on device there.
@@ -158,12 +222,14 @@ struct Router::Impl {
       tokens = entry->kv_tokens;
       return KvState::kDevice;
     }
-    auto it = inst.snapshot.sessions.find(session);
-    if (it == inst.snapshot.sessions.end() || it->second.model != model_names[static_cast<std::size_t>(model)]) {
-      return KvState::kMissing;
+    if (locs == nullptr) return KvState::kMissing;
+    for (const Location& l : *locs) {
+      if (l.instance == index && l.model == model) {
+        tokens = l.tokens;
+        return l.state;
+      }
     }
-    tokens = it->second.tokens;
-    return it->second.state;
+    return KvState::kMissing;
   }
 
   double Load(const InstanceState& inst, double unit_s) const {
@@ -198,6 +264,7 @@ void Router::OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, Time
   inst.snapshot_at = inst.snapshot.taken_at;
   inst.has_snapshot = true;
   impl_->Remap(inst);
+  impl_->Reindex(instance, inst);
   // The overlay keeps only forwards the snapshot could not have seen.
   while (!inst.overlay.empty() && inst.overlay.front().at <= inst.snapshot_at) {
     inst.overlay_work_s[static_cast<std::size_t>(inst.overlay.front().model)] -= inst.overlay.front().work_s;
@@ -232,7 +299,7 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   InstanceState& inst = im.instances[static_cast<std::size_t>(instance)];
   e.lease = Lease{instance, model_id, kv_tokens, now + FromSeconds(options_.lease_tau_s), now, im.next_lease++};
   im.lease_owner.emplace(e.lease.id, std::string(session_id));
-  inst.lease_expiry.emplace_back(e.lease.expires, e.lease.id);
+  im.lease_expiry.emplace_back(e.lease.expires, e.lease.id);
   ++inst.live_leases;
   ++counters_.leases_installed;
 }
@@ -247,7 +314,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   Impl& im = *impl_;
   ++counters_.decisions;
   const std::int32_t model = im.ModelId(r.model);
-  for (auto& inst : im.instances) im.ExpireLeases(inst, now, counters_);
+  im.ExpireLeases(now, counters_);
 
   // Session table entry (bounded: idle entries and the LRU overflow go).
   auto found = im.sessions.find(r.session_id);
@@ -267,6 +334,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   }
   SessionEntry& entry = found->second;
   entry.last_use = now;
+  const std::vector<Location>* locs = &entry.held;
 
   RouteDecision d;
   const auto n = static_cast<std::int32_t>(im.instances.size());
@@ -340,7 +408,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
           const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
           if (!serves(inst) || !im.Fresh(inst, now, options_.stale_after_s)) continue;
           std::int64_t tokens = 0;
-          if (im.CachedState(inst, i, r.session_id, model, &entry, tokens) != KvState::kMissing &&
+          if (im.CachedState(inst, i, locs, model, &entry, tokens) != KvState::kMissing &&
               tokens > best_tokens) {
             best = i, best_tokens = tokens;
           }
@@ -358,7 +426,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
         return d;
       }
       std::int64_t tokens = 0;
-      im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, r.session_id, model, &entry, tokens);
+      im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, locs, model, &entry, tokens);
       return commit(pick, RouteDecision::Reason::kBaseline,
                     own_work(im.instances[static_cast<std::size_t>(pick)], std::min(tokens, r.prefix_tokens)));
     }
@@ -373,7 +441,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     std::int64_t tokens = 0;
     const bool live = lease.expires > now && lease.model == model;
     const bool restorable = live && inst.healthy &&
-                            im.CachedState(inst, lease.instance, r.session_id, model, &entry, tokens) != KvState::kMissing;
+                            im.CachedState(inst, lease.instance, locs, model, &entry, tokens) != KvState::kMissing;
     im.DropLease(entry);  // consumed or discarded: routing never refreshes it
     if (restorable) {
       ++counters_.leases_consumed;
@@ -385,6 +453,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   }
 
   // Lines 10-25: cost placement over fresh candidates.
+  im.terms.clear();
   im.cost.assign(static_cast<std::size_t>(n), kInf);
   im.cost_without_activation.assign(static_cast<std::size_t>(n), kInf);
   double best_resident = kInf;
@@ -399,20 +468,20 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     if (p == nullptr) continue;
     const ModelTelemetry& mt = inst.snapshot.models[static_cast<std::size_t>(inst.slot_of_model[static_cast<std::size_t>(model)])];
     std::int64_t tokens = 0;
-    const KvState state = im.CachedState(inst, i, r.session_id, model, &entry, tokens);
-    const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
-    // Eq.1 terms, seconds.
+    const KvState state = im.CachedState(inst, i, locs, model, &entry, tokens);
+    // Eq.1 terms, seconds. The profile-only terms are computed once per
+    // distinct profile per decision (a cluster has few), so the per-instance
+    // work is a handful of loads and adds.
+    const ProfileTerms& terms = im.TermsFor(p, r, output_tokens);
     const double queue = mt.queued_work_s + inst.overlay_work_s[static_cast<std::size_t>(model)];
-    double c_kv = 0;
-    std::int64_t cached = reuse;
-    if (state == KvState::kHost) {
-      c_kv = p->KvRestoreSeconds(reuse);
-    } else if (state == KvState::kMissing) {
-      c_kv = p->PrefillSeconds(r.prefix_tokens);  // recompute the reusable prefix
-      cached = r.prefix_tokens;
+    double own = terms.extend_s + terms.decode_s;  // prefill past the prefix, own decode
+    double c_kv = terms.recompute_s;               // missing: recompute the prefix
+    if (state != KvState::kMissing) {
+      const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
+      own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) + terms.decode_s;
+      c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
     }
-    const double dr = queue + p->PrefillSeconds(r.prompt_tokens - cached, cached) +
-                      output_tokens * p->DecodeStepSeconds(std::max(1, mt.running + 1), r.prompt_tokens);
+    const double dr = queue + own;
     const double c_act = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
     const double round = inst.snapshot.round_estimate_s + inst.overlay_total_s +
@@ -459,7 +528,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   }
   d.cost_s = pick_cost;
   std::int64_t tokens = 0;
-  im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, r.session_id, model, &entry, tokens);
+  im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, locs, model, &entry, tokens);
   return commit(pick, RouteDecision::Reason::kCost,
                 own_work(im.instances[static_cast<std::size_t>(pick)], std::min(tokens, r.prefix_tokens)));
 }
