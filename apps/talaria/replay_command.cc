@@ -162,7 +162,11 @@ void RunReplayCommand(const ReplayArgs& a) {
           c.router.lease_tau_s = tau;
           options.start_scale = LoadScale(load);
           std::string label = name;
-          if (routing) label += std::string("/") + ToString(policy) + "/" + load + "/tau" + std::to_string(tau);
+          if (routing) {
+            char tau_text[32];
+            std::snprintf(tau_text, sizeof tau_text, "%g", tau);
+            label += std::string("_") + ToString(policy) + "_" + load + "_tau" + tau_text;
+          }
           if (!a.records_dir.empty()) options.records_dir = a.records_dir + "/" + label;
           const auto wall_start = std::chrono::steady_clock::now();
           options.progress = [&](std::int64_t done, std::int64_t total) {

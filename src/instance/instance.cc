@@ -57,6 +57,7 @@ struct Instance::Request {
   std::int32_t preemptions = 0;
   bool prefilled = false;
   bool swapped = false;  // KV swapped out at a slot end; restored in the next P
+  std::int64_t deferred_in_slot = -1;  // the slot it was last counted as deferred in
 
   std::int64_t context() const { return call.prompt_tokens + generated; }
   std::span<const PrefixHash> prompt_chain(std::int32_t block_tokens) const {
@@ -243,6 +244,7 @@ void Instance::OpenSlot(TimePoint now) {
   Model& m = Active();
   if (!slot_round_counted_) BeginSlotRound(active_, now);
   slot_open_ = true;
+  ++slot_serial_;
   slot_start_ = now;
   p_done_ = false;
   decode_iterations_ = 0;
@@ -514,6 +516,14 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
     }
   }
   std::int32_t deferred = 0;
+  // A continuation left for later counts once per slot, however many
+  // decode boundaries it waits through.
+  auto defer = [&](Request& r) {
+    if (r.deferred_in_slot != slot_serial_) {
+      r.deferred_in_slot = slot_serial_;
+      ++deferred;
+    }
+  };
   for (auto it = m.queue.begin(); it != m.queue.end();) {
     Request& r = **it;
     if (session_prefill) {
@@ -522,7 +532,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
         continue;
       }
       if (static_cast<std::int32_t>(batch_.size()) >= config_.sp_max_batch) {
-        ++deferred;
+        defer(r);
         ++it;
         continue;
       }
@@ -547,7 +557,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
     const bool first = batch_.empty();
     if (!first && (predicted + cost > budget || tokens + guess.new_tokens > config_.max_prefill_batch_tokens)) {
       if (session_prefill) {
-        ++deferred;
+        defer(r);
         ++it;
         continue;
       }
@@ -555,7 +565,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
     }
     if (first && cost > budget) {
       if (session_prefill) {  // SP never overruns the protected decode budget
-        ++deferred;
+        defer(r);
         ++it;
         continue;
       }

@@ -116,7 +116,7 @@ class InstanceEvents {
 
 struct InstanceCounters {
   std::int64_t sp_admitted = 0;   // continuations admitted at an SP opportunity
-  std::int64_t sp_deferred = 0;   // eligible continuations left for later, per opportunity
+  std::int64_t sp_deferred = 0;   // eligible continuations left for a later SP or slot, once per slot
   std::int64_t host_capacity_misses = 0;  // checkpoints that found no host room
   std::int64_t restore_skips = 0;         // cached prefix unusable (hybrid state)
   std::int64_t deadline_risk = 0;         // Eq.4/Eq.5 shortfalls
@@ -240,6 +240,7 @@ class Instance {
   std::int32_t protected_iterations_ = 0;  // Eq.4 d_m for this slot
   std::int32_t decode_iterations_ = 0;     // done in this slot
   bool p_done_ = false;
+  std::int64_t slot_serial_ = 0;
   bool holding_ = false;
   bool round_open_ = false;
   bool slot_round_counted_ = false;
