@@ -473,7 +473,10 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     // distinct profile per decision (a cluster has few), so the per-instance
     // work is a handful of loads and adds.
     const ProfileTerms& terms = im.TermsFor(p, r, output_tokens);
-    const double queue = mt.queued_work_s + inst.overlay_work_s[static_cast<std::size_t>(model)];
+    // Queue ahead: the snapshot's, the overlay's forwards, and one admission
+    // unit per live lease (capacity held for returns the router expects).
+    const double queue = mt.queued_work_s + inst.overlay_work_s[static_cast<std::size_t>(model)] +
+                         inst.live_leases * options_.lease_unit_s;
     double own = terms.extend_s + terms.decode_s;  // prefill past the prefix, own decode
     double c_kv = terms.recompute_s;               // missing: recompute the prefix
     if (state != KvState::kMissing) {
@@ -485,7 +488,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     const double c_act = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
     const double round = inst.snapshot.round_estimate_s + inst.overlay_total_s +
-                         inst.live_leases * options_.lease_unit_s + dr - queue + c_kv + c_act;
+                         inst.live_leases * options_.lease_unit_s + own + c_kv + c_act;
     if (options_.admission_control && inst.snapshot.round_bound_s > 0 &&
         round > inst.snapshot.round_bound_s && inst.snapshot.round_estimate_s > 0) {
       continue;
