@@ -4,180 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
-#include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/toml_reader.h"
 #include "core/units.h"
 
 namespace talaria {
 namespace {
-
-// Reads one TOML table, recording every problem with file, line and dotted
-// key, and remembering which keys were read so the rest can be rejected.
-class Section {
- public:
-  Section(const toml::table* table, std::string path, std::string prefix, ProblemList& problems)
-      : table_(table), path_(std::move(path)), prefix_(std::move(prefix)), problems_(problems) {}
-
-  bool present() const { return table_ != nullptr; }
-
-  std::string Key(std::string_view key) const {
-    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
-  }
-
-  void Fail(std::string_view key, const toml::node* at, std::string_view message) {
-    std::string where = path_;
-    const toml::node* line_of = at != nullptr ? at : table_;
-    if (line_of != nullptr && line_of->source().begin.line > 0) {
-      where.append(":").append(std::to_string(line_of->source().begin.line));
-    }
-    // Built by append: GCC 12 misreports "literal" + std::string&& (PR 105329).
-    std::string text = "key '";
-    text.append(Key(key)).append("': ").append(message);
-    problems_.Add(where, text);
-  }
-
-  const toml::node* Get(std::string_view key, bool required) {
-    used_.insert(std::string(key));
-    const toml::node* n = table_ != nullptr ? table_->get(key) : nullptr;
-    if (n == nullptr && required) Fail(key, nullptr, "missing");
-    return n;
-  }
-
-  double Number(std::string_view key, double min_exclusive, bool required = true) {
-    const toml::node* n = Get(key, required);
-    if (n == nullptr) return 0;
-    auto v = NumberOf(n);
-    if (!v) {
-      Fail(key, n, "must be a number");
-      return 0;
-    }
-    if (!(*v > min_exclusive)) {
-      Fail(key, n, "must be greater than " + Format(min_exclusive));
-      return 0;
-    }
-    return *v;
-  }
-
-  std::int64_t Integer(std::string_view key, std::int64_t min, bool required = true) {
-    const toml::node* n = Get(key, required);
-    if (n == nullptr) return 0;
-    if (!n->is_integer()) {
-      Fail(key, n, "must be an integer");
-      return 0;
-    }
-    auto v = *n->value<std::int64_t>();
-    if (v < min) {
-      Fail(key, n, "must be at least " + std::to_string(min));
-      return 0;
-    }
-    return v;
-  }
-
-  std::string String(std::string_view key, std::initializer_list<std::string_view> allowed) {
-    const toml::node* n = Get(key, true);
-    if (n == nullptr) return {};
-    if (!n->is_string()) {
-      Fail(key, n, "must be a string");
-      return {};
-    }
-    std::string v = *n->value<std::string>();
-    if (allowed.size() > 0 && std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
-      std::string list;
-      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      Fail(key, n, "'" + v + "' is not one of: " + list);
-      return {};
-    }
-    return v;
-  }
-
-  // A non-empty array of numbers >= 0; `increasing` requires strict increase.
-  std::vector<double> Numbers(std::string_view key, bool increasing, const toml::node** at = nullptr) {
-    const toml::node* n = Get(key, true);
-    if (at != nullptr) *at = n;
-    if (n == nullptr) return {};
-    return NumbersOf(key, n, increasing);
-  }
-
-  // A non-empty array of `rows` arrays of `cols` numbers >= 0.
-  std::vector<std::vector<double>> Matrix(std::string_view key, std::size_t rows, std::size_t cols) {
-    const toml::node* n = Get(key, true);
-    if (n == nullptr) return {};
-    const toml::array* a = n->as_array();
-    if (a == nullptr || a->size() != rows) {
-      Fail(key, n, "must be an array of " + std::to_string(rows) + " rows");
-      return {};
-    }
-    std::vector<std::vector<double>> out;
-    for (const auto& row : *a) {
-      auto values = NumbersOf(key, &row, false);
-      if (values.size() != cols) {
-        Fail(key, &row, "each row must have " + std::to_string(cols) + " numbers");
-        return {};
-      }
-      out.push_back(std::move(values));
-    }
-    return out;
-  }
-
-  Section Sub(std::string_view key, bool required) {
-    const toml::node* n = Get(key, required);
-    const toml::table* t = n != nullptr ? n->as_table() : nullptr;
-    if (n != nullptr && t == nullptr) Fail(key, n, "must be a table");
-    return Section(t, path_, Key(key), problems_);
-  }
-
-  // Every key of this table that was never read is an error.
-  void RejectUnknown() {
-    if (table_ == nullptr) return;
-    for (const auto& [k, v] : *table_) {
-      if (!used_.contains(std::string(k.str()))) Fail(k.str(), &v, "unknown key");
-    }
-  }
-
-  const toml::table* table() const { return table_; }
-
- private:
-  static std::optional<double> NumberOf(const toml::node* n) {
-    if (n->is_integer()) return static_cast<double>(*n->value<std::int64_t>());
-    if (n->is_floating_point()) return *n->value<double>();
-    return std::nullopt;
-  }
-
-  static std::string Format(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", x);
-    return buf;
-  }
-
-  std::vector<double> NumbersOf(std::string_view key, const toml::node* n, bool increasing) {
-    const toml::array* a = n->as_array();
-    if (a == nullptr || a->empty()) {
-      Fail(key, n, "must be a non-empty array of numbers");
-      return {};
-    }
-    std::vector<double> out;
-    for (const auto& e : *a) {
-      auto v = NumberOf(&e);
-      if (!v || !std::isfinite(*v) || *v < 0) {
-        Fail(key, &e, "entries must be finite numbers >= 0");
-        return {};
-      }
-      if (increasing && !out.empty() && *v <= out.back()) {
-        Fail(key, &e, "entries must be strictly increasing");
-        return {};
-      }
-      out.push_back(*v);
-    }
-    return out;
-  }
-
-  const toml::table* table_;
-  std::string path_;
-  std::string prefix_;
-  ProblemList& problems_;
-  std::set<std::string> used_;
-};
 
 int DtypeBytes(const std::string& dtype) {
   if (dtype == "fp32") return 4;
@@ -193,7 +26,7 @@ AttentionFamily ParseFamily(const std::string& s) {
   return AttentionFamily::kGqa;
 }
 
-SwitchPhases ReadPhases(Section s) {
+SwitchPhases ReadPhases(TomlSection s) {
   SwitchPhases p;
   if (!s.present()) return p;
   p.save_teardown_s = s.Number("save_teardown_s", 0);
@@ -269,20 +102,13 @@ double ModelProfile::KvRestoreSeconds(std::int64_t tokens) const {
 }
 
 ModelProfile LoadProfile(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    const auto line = e.source().begin.line;
-    throw InputError(line > 0 ? path + ":" + std::to_string(line) : path,
-                     "not valid TOML: " + std::string(e.description()));
-  }
+  const toml::table root = ParseTomlFile(path);
   ProblemList problems;
   ModelProfile p;
   p.source = path;
-  Section top(&root, path, "", problems);
+  TomlSection top(&root, path, "", problems);
 
-  Section model = top.Sub("model", true);
+  TomlSection model = top.Sub("model", true);
   if (const toml::node* n = model.Get("name", true)) {
     if (auto s = n->value<std::string>(); s && !s->empty()) {
       p.name = *s;
@@ -299,7 +125,7 @@ ModelProfile LoadProfile(const std::string& path) {
   }
   model.RejectUnknown();
 
-  Section att = top.Sub("attention", true);
+  TomlSection att = top.Sub("attention", true);
   p.family = ParseFamily(att.String("family", {"gqa", "mha", "mla", "hybrid"}));
   p.kv_layers = static_cast<std::int32_t>(att.Integer("kv_layers", 1));
   p.kv_dtype = att.String("kv_dtype", {"bf16", "fp16", "fp8", "fp32"});
@@ -319,13 +145,13 @@ ModelProfile LoadProfile(const std::string& path) {
   }
   att.RejectUnknown();
 
-  Section dep = top.Sub("deployment", true);
+  TomlSection dep = top.Sub("deployment", true);
   p.tp = static_cast<std::int32_t>(dep.Integer("tp", 1));
   p.hbm_gib_per_gpu = dep.Number("hbm_gib_per_gpu", 0);
   p.weight_bytes_per_rank = dep.Integer("weight_bytes_per_rank", 1);
   dep.RejectUnknown();
 
-  Section prefill = top.Sub("prefill", true);
+  TomlSection prefill = top.Sub("prefill", true);
   const toml::node* tokens_at = nullptr;
   auto tokens = prefill.Numbers("tokens", true, &tokens_at);
   auto seconds = prefill.Numbers("seconds", false);
@@ -338,7 +164,7 @@ ModelProfile LoadProfile(const std::string& path) {
   }
   prefill.RejectUnknown();
 
-  if (Section cached = top.Sub("prefill_cached", false); cached.present()) {
+  if (TomlSection cached = top.Sub("prefill_cached", false); cached.present()) {
     auto n = cached.Numbers("new_tokens", true);
     auto c = cached.Numbers("cached_tokens", true);
     auto z = cached.Matrix("seconds", n.size(), c.size());
@@ -346,7 +172,7 @@ ModelProfile LoadProfile(const std::string& path) {
     cached.RejectUnknown();
   }
 
-  Section decode = top.Sub("decode", true);
+  TomlSection decode = top.Sub("decode", true);
   auto batch = decode.Numbers("batch", true);
   auto context = decode.Numbers("context_tokens", true);
   if (!batch.empty() && !context.empty()) {
@@ -355,21 +181,21 @@ ModelProfile LoadProfile(const std::string& path) {
   }
   decode.RejectUnknown();
 
-  Section transfer = top.Sub("transfer", true);
+  TomlSection transfer = top.Sub("transfer", true);
   p.h2d_bytes_per_s = transfer.Number("h2d_gbps", 0) * kGB;
   p.d2d_bytes_per_s = transfer.Number("d2d_gbps", 0) * kGB;
   transfer.RejectUnknown();
 
-  Section restore = top.Sub("restore", true);
+  TomlSection restore = top.Sub("restore", true);
   p.restore_fixed_s = restore.Number("fixed_s", -1e-300);
   restore.RejectUnknown();
 
-  Section sw = top.Sub("switch", true);
+  TomlSection sw = top.Sub("switch", true);
   for (SwitchPath path : {SwitchPath::kD2d, SwitchPath::kPartial, SwitchPath::kH2d}) {
-    Section phases = sw.Sub(ToString(path), true);
+    TomlSection phases = sw.Sub(ToString(path), true);
     if (phases.present()) p.switch_phases[path] = ReadPhases(phases);
   }
-  if (Section ref = sw.Sub("reference_p50_s", false); ref.present()) {
+  if (TomlSection ref = sw.Sub("reference_p50_s", false); ref.present()) {
     for (const auto& [k, v] : *ref.table()) {
       p.switch_reference_p50_s[std::string(k.str())] = ref.Number(k.str(), 0);
     }
