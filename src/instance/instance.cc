@@ -55,9 +55,10 @@ struct Instance::Request {
   std::int64_t reused = 0;
   std::int32_t pinned_host_blocks = 0;
   std::int32_t preemptions = 0;
-  bool prefilled = false;
   bool swapped = false;  // KV swapped out at a slot end; restored in the next P
   std::int64_t deferred_in_slot = -1;  // the slot it was last counted as deferred in
+  mutable std::uint64_t host_probe_version = UINT64_MAX;  // HKVR version of host_probe_blocks
+  mutable std::int32_t host_probe_blocks = 0;
 
   std::int64_t context() const { return call.prompt_tokens + generated; }
   std::span<const PrefixHash> prompt_chain(std::int32_t block_tokens) const {
@@ -160,7 +161,7 @@ bool Instance::Resident(const std::string& model) const {
   return i >= 0 && models_[static_cast<std::size_t>(i)]->resident;
 }
 
-double Instance::OpenModel(Model& m, TimePoint now) {
+double Instance::OpenModel(Model& m) {
   if (m.resident) return 0;
   m.resident = true;
   ++counters_.model_opens;
@@ -178,7 +179,6 @@ double Instance::OpenModel(Model& m, TimePoint now) {
     ++counters_.model_closes;
     --open;
   }
-  (void)now;
   return m.full_open_s;
 }
 
@@ -401,16 +401,26 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   return until > now ? until : kNever;
 }
 
-bool Instance::SpEligible(const Request& r, TimePoint now) {
+std::int32_t Instance::HostBlocks(const Request& r) {
+  // Queued calls are re-examined at every decode boundary: probe the
+  // registry again only when its published set changed.
+  if (r.host_probe_version != hkvr_.version()) {
+    r.host_probe_blocks = hkvr_.Probe(models_[static_cast<std::size_t>(r.model)]->id,
+                                      r.prompt_chain(config_.block_tokens));
+    r.host_probe_version = hkvr_.version();
+  }
+  return r.host_probe_blocks;
+}
+
+bool Instance::SpEligible(const Request& r) {
   if (r.call.call_index == 0 || r.arrived <= slot_start_) return false;  // new sessions use P
-  const Model& m = *models_[static_cast<std::size_t>(r.model)];
   auto it = sessions_.find(r.call.session_id);
   const auto chain = r.prompt_chain(config_.block_tokens);
   if (DeviceReusable(r) && it != sessions_.end() && it->second->model == active_ &&
       !it->second->blocks.empty() && CommonBlocks(chain, it->second->chain) > 0) {
     return true;
   }
-  return config_.ablation.hkvr && HostRestorable(r) && hkvr_.Lookup(m.id, chain, now) > 0;
+  return config_.ablation.hkvr && HostRestorable(r) && HostBlocks(r) > 0;
 }
 
 bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep) {
@@ -527,7 +537,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   for (auto it = m.queue.begin(); it != m.queue.end();) {
     Request& r = **it;
     if (session_prefill) {
-      if (!SpEligible(r, now)) {
+      if (!SpEligible(r)) {
         ++it;
         continue;
       }
@@ -549,7 +559,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
     }
     std::int64_t restore = 0;
     if (hit == 0 && config_.ablation.hkvr && r.call.call_index > 0 && HostRestorable(r)) {
-      restore = static_cast<std::int64_t>(hkvr_.Lookup(m.id, chain, now)) * config_.block_tokens;
+      restore = static_cast<std::int64_t>(HostBlocks(r)) * config_.block_tokens;
     }
     const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
     const PrefillItem guess{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached};
@@ -671,7 +681,7 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
     ReleaseModelKv(Active(), now, drain);
   }
   stager_.Cancel(pool_);
-  const double full_open_s = OpenModel(to, now);
+  const double full_open_s = OpenModel(to);
   if (full_open_s > 0) {  // nothing of it was staged or cached
     plan.d2d_bytes = plan.dirty_bytes = 0;
     plan.h2d_bytes = plan.weight_bytes;
@@ -682,7 +692,6 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
   to.last_active = now;
   step_.kind = Step::Kind::kSwitch;
   step_.switch_step = SwitchStep{from, to.profile, plan, drain, activation.bases_changed, full_open_s};
-  switch_target_ = target;
   active_ = target;
   slot_open_ = false;
   BeginSlotRound(target, now);
@@ -778,7 +787,6 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
           r->swapped = false;  // restored: resumes decoding
           continue;
         }
-        r->prefilled = true;
         r->generated = 1;  // prefill yields the first token
         r->first_token = end;
         events.OnFirstToken(r->call.id, end);

@@ -206,13 +206,14 @@ class Instance {
   void ReleaseModelKv(Model& m, TimePoint now, Duration& drain);
   void Finish(Request& r, TimePoint now, InstanceEvents& events);
   double PredictPrefill(const Request& r, TimePoint now);
-  bool SpEligible(const Request& r, TimePoint now);
+  bool SpEligible(const Request& r);
+  std::int32_t HostBlocks(const Request& r);
   TimePoint HoldUntil(TimePoint now) const;
   bool DeviceReusable(const Request& r) const;
   bool HostRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
   void StartStagingAfter(TimePoint now);
-  double OpenModel(Model& m, TimePoint now);
+  double OpenModel(Model& m);
   void TrackHbm();
 
   InstanceConfig config_;
@@ -230,7 +231,6 @@ class Instance {
   std::vector<Request*> batch_;          // requests of the planned prefill step
   std::vector<PrefillItem> items_;       // and their items
   std::vector<BlockId> scratch_blocks_;
-  std::int32_t switch_target_ = -1;
   TimePoint step_start_;
 
   // Slot and round state.

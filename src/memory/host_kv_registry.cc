@@ -43,6 +43,7 @@ void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) 
   if (b.indexed) {
     lru_.erase(b.lru);
     b.indexed = false;  // no longer visible to lookups
+    ++version_;
   }
   if (b.dma_pins == 0 && b.copy_done) {
     used_ -= b.bytes;
@@ -80,6 +81,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
       if (!it->second.indexed) {
         it->second.indexed = true;
         it->second.lru = lru_.insert(lru_.end(), key);
+        ++version_;
       }
       ++r.present_blocks;
     } else {
@@ -88,7 +90,8 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   }
   // The chain's registered blocks become most recent before making room, so
   // the eviction below never trims the chain being extended.
-  TouchChain(model, chain, blocks);
+  std::int64_t new_bytes = static_cast<std::int64_t>(to_copy.size()) * block_bytes + tail_bytes;
+  if (used_ + new_bytes > capacity_) TouchChain(model, chain, blocks);
   for (std::int32_t i : to_copy) {
     const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
     if (!MakeRoom(bytes)) {
@@ -119,6 +122,7 @@ void HostKvRegistry::CompleteCopies(TimePoint now) {
     if (it == blocks_.end()) return true;
     if (it->second.copy_done_at > now) return false;
     it->second.copy_done = true;
+    ++version_;
     if (!it->second.indexed) Drop(it);  // evicted while copying: free now
     return true;
   });
@@ -132,6 +136,7 @@ TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
     if (it == blocks_.end()) return true;
     done = std::max(done, it->second.copy_done_at);
     it->second.copy_done = true;
+    ++version_;
     if (!it->second.indexed) Drop(it);
     return true;
   });

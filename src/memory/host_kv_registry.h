@@ -89,6 +89,11 @@ class HostKvRegistry {
   void Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
   void Unpin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
 
+  // Changes whenever the set of published blocks may have changed (a copy
+  // completed, a block was evicted or re-indexed): callers may cache Probe
+  // results against it.
+  std::uint64_t version() const { return version_; }
+
   std::int64_t used_bytes() const { return used_; }
   std::int64_t capacity_bytes() const { return capacity_; }
   std::int64_t evicted_blocks() const { return evicted_; }
@@ -124,6 +129,7 @@ class HostKvRegistry {
   std::int64_t capacity_;
   std::int64_t used_ = 0;
   std::int64_t evicted_ = 0;
+  std::uint64_t version_ = 0;
   TimePoint d2h_free_at_;
   std::unordered_map<Key, Block, KeyHash> blocks_;
   std::list<Key> lru_;               // front = least recently used
