@@ -104,6 +104,24 @@ TEST(HostKvRegistryTest, SwitchBarrierDrainsOnlyTheOutgoingModel) {
   EXPECT_FALSE(hkvr.IsPublished(2, b[0]));
 }
 
+TEST(HostKvRegistryTest, VersionChangesWhenThePublishedSetDoes) {
+  const auto a = Chain(12, 64 * 3);
+  const auto b = Chain(13, 64 * 3);
+  HostKvRegistry hkvr(300);
+  const auto v0 = hkvr.version();
+  hkvr.Checkpoint(0, a, 3, 100, 0, AtSeconds(0), kRate);
+  EXPECT_EQ(hkvr.version(), v0);  // copies started, nothing published yet
+  hkvr.CompleteCopies(AtSeconds(1));
+  const auto v1 = hkvr.version();
+  EXPECT_NE(v1, v0);
+  EXPECT_EQ(hkvr.Probe(0, a), 3);
+  hkvr.CompleteCopies(AtSeconds(2));
+  EXPECT_EQ(hkvr.version(), v1);  // nothing changed
+  hkvr.Checkpoint(0, b, 3, 100, 0, AtSeconds(2), kRate);  // evicts a
+  EXPECT_NE(hkvr.version(), v1);
+  EXPECT_EQ(hkvr.Probe(0, a), 0);
+}
+
 TEST(HostKvRegistryTest, ModelsDoNotShareBlocks) {
   const auto a = Chain(11, 64 * 3);
   HostKvRegistry hkvr(1'000'000);
