@@ -77,25 +77,45 @@ struct ProfileTerms {
   double extend_s = 0;     // prefill of the tokens past the reusable prefix
   double recompute_s = 0;  // prefill of the reusable prefix itself
   double decode_s = 0;     // the call's own decode, at batch 1
+  double kv_bytes = 0;     // KV the call needs per rank (prompt + expected output)
 };
 
 struct InstanceState {
-  std::string name;
-  std::int32_t tp = 0;
+  // Hot fields first: the cost loop reads these for every candidate.
   bool has_snapshot = false;
   bool healthy = true;
-  TimePoint snapshot_at;
-  InstanceTelemetry snapshot;
-  std::vector<std::int32_t> slot_of_model;        // catalogue id -> index in snapshot.models, -1
-  std::vector<const ModelProfile*> profile_of;    // catalogue id -> profile at this tp
-  std::deque<OverlayEntry> overlay;               // forwarded since the snapshot
-  std::vector<double> overlay_work_s;             // per catalogue model
-  double overlay_total_s = 0;
   std::int32_t live_leases = 0;
+  double overlay_total_s = 0;
+  TimePoint snapshot_at;
+  std::string name;
+  std::int32_t tp = 0;
+  InstanceTelemetry snapshot;
+  std::vector<const ModelProfile*> profile_of;  // catalogue id -> profile at this tp
+  std::deque<OverlayEntry> overlay;             // forwarded since the snapshot
   double load_s = 0;  // queued work in the snapshot, all models
-  std::vector<std::string> indexed_sessions;  // this instance's entries in Impl::locations
+  std::vector<std::string> indexed_sessions;  // this instance's entries in the session table
 };
 
+// What the cost loop needs about one (model, instance) pair, laid out densely
+// per model so a decision scans one array instead of chasing each instance's
+// snapshot. Rebuilt from each snapshot; overlay_work_s follows the overlay.
+struct Candidate {
+  const ModelProfile* profile = nullptr;
+  double queued_work_s = 0;
+  double overlay_work_s = 0;
+  double switch_in_s = 0;
+  double full_open_s = 0;
+  double weight_gib = 0;
+  double round_estimate_s = 0;
+  double round_bound_s = 0;
+  double kv_total_bytes = 0;
+  double kv_used_fraction = 0;
+  double slack_fraction = 1;
+  std::int32_t running = 0;
+  bool serves = false;
+  bool resident = false;
+  bool active = false;
+};
 
 }  // namespace
 
@@ -105,6 +125,7 @@ struct Router::Impl {
   std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>> model_ids;
   std::vector<std::string> model_names;
   std::vector<double> output_estimate;  // per catalogue model, EWMA of completions
+  std::vector<std::vector<Candidate>> by_model;  // [catalogue model][instance]
   std::unordered_map<std::string, SessionEntry, StringHash, std::equal_to<>> sessions;
   std::list<std::string> lru;  // front = least recently used
   std::unordered_map<std::uint64_t, std::string> lease_owner;  // live lease id -> session
@@ -128,6 +149,8 @@ struct Router::Impl {
     t.extend_s = p->PrefillSeconds(r.prompt_tokens - r.prefix_tokens, r.prefix_tokens);
     t.recompute_s = r.prefix_tokens > 0 ? p->PrefillSeconds(r.prefix_tokens) : 0.0;
     t.decode_s = output_tokens * p->DecodeStepSeconds(1, r.prompt_tokens);
+    t.kv_bytes = (static_cast<double>(r.prompt_tokens) + output_tokens) *
+                 static_cast<double>(p->KvBytesPerTokenPerRank());
     terms.push_back(t);
     return terms.back();
   }
@@ -141,21 +164,40 @@ struct Router::Impl {
     model_ids.emplace(std::string(name), id);
     model_names.emplace_back(name);
     output_estimate.push_back(-1);
-    for (auto& inst : instances) {
-      inst.slot_of_model.push_back(-1);
-      inst.profile_of.push_back(profiles.Find(model_names.back(), inst.tp));
-      inst.overlay_work_s.push_back(0);
+    by_model.emplace_back(instances.size());
+    for (std::size_t i = 0; i < instances.size(); ++i) {
+      instances[i].profile_of.push_back(profiles.Find(model_names.back(), instances[i].tp));
+      by_model.back()[i].profile = instances[i].profile_of.back();
     }
     return id;
   }
 
-  void Remap(InstanceState& inst) {
-    std::fill(inst.slot_of_model.begin(), inst.slot_of_model.end(), -1);
+  void Remap(std::int32_t index, InstanceState& inst) {
+    const auto i = static_cast<std::size_t>(index);
+    for (auto& per_model : by_model) {
+      per_model[i].serves = false;
+      per_model[i].queued_work_s = 0;
+    }
     inst.load_s = 0;
-    for (std::size_t k = 0; k < inst.snapshot.models.size(); ++k) {
-      const std::int32_t id = ModelId(inst.snapshot.models[k].name);
-      inst.slot_of_model[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(k);
-      inst.load_s += inst.snapshot.models[k].queued_work_s;
+    const InstanceTelemetry& t = inst.snapshot;
+    const double total = static_cast<double>(t.kv_total_bytes);
+    for (const ModelTelemetry& mt : t.models) {
+      const std::int32_t id = ModelId(mt.name);
+      Candidate& c = by_model[static_cast<std::size_t>(id)][i];
+      c.serves = true;
+      c.queued_work_s = mt.queued_work_s;
+      c.switch_in_s = mt.switch_in_s;
+      c.full_open_s = mt.full_open_s;
+      c.weight_gib = ToGiB(mt.weight_bytes_per_rank);
+      c.round_estimate_s = t.round_estimate_s;
+      c.round_bound_s = t.round_bound_s;
+      c.kv_total_bytes = total;
+      c.kv_used_fraction = total > 0 ? 1.0 - static_cast<double>(t.kv_free_bytes) / total : 0.0;
+      c.slack_fraction = total > 0 ? std::min(1.0, static_cast<double>(t.staging_slack_bytes) / total) : 1.0;
+      c.running = mt.running;
+      c.resident = mt.resident;
+      c.active = mt.active;
+      inst.load_s += mt.queued_work_s;
     }
   }
 
@@ -263,16 +305,17 @@ void Router::OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, Time
   inst.snapshot = std::move(snapshot);
   inst.snapshot_at = inst.snapshot.taken_at;
   inst.has_snapshot = true;
-  impl_->Remap(inst);
+  impl_->Remap(instance, inst);
   impl_->Reindex(instance, inst);
   // The overlay keeps only forwards the snapshot could not have seen.
+  const auto i = static_cast<std::size_t>(instance);
   while (!inst.overlay.empty() && inst.overlay.front().at <= inst.snapshot_at) {
-    inst.overlay_work_s[static_cast<std::size_t>(inst.overlay.front().model)] -= inst.overlay.front().work_s;
+    impl_->by_model[static_cast<std::size_t>(inst.overlay.front().model)][i].overlay_work_s -= inst.overlay.front().work_s;
     inst.overlay_total_s -= inst.overlay.front().work_s;
     inst.overlay.pop_front();
   }
   if (inst.overlay.empty()) {
-    std::fill(inst.overlay_work_s.begin(), inst.overlay_work_s.end(), 0.0);
+    for (auto& per_model : impl_->by_model) per_model[i].overlay_work_s = 0;
     inst.overlay_total_s = 0;
   }
   (void)now;
@@ -338,15 +381,16 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
 
   RouteDecision d;
   const auto n = static_cast<std::int32_t>(im.instances.size());
+  const std::vector<Candidate>& cands = im.by_model[static_cast<std::size_t>(model)];
   auto serves = [&](const InstanceState& inst) {
-    return inst.has_snapshot && inst.slot_of_model[static_cast<std::size_t>(model)] >= 0;
+    return inst.has_snapshot && cands[static_cast<std::size_t>(&inst - im.instances.data())].serves;
   };
   auto commit = [&](std::int32_t i, RouteDecision::Reason reason, double work_s) {
     d.instance = i;
     d.reason = reason;
     InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
     inst.overlay.push_back(OverlayEntry{now, model, work_s});
-    inst.overlay_work_s[static_cast<std::size_t>(model)] += work_s;
+    im.by_model[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].overlay_work_s += work_s;
     inst.overlay_total_s += work_s;
     if (entry.first_instance < 0) entry.first_instance = i;
     entry.last_instance = i;
@@ -457,16 +501,16 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   im.cost.assign(static_cast<std::size_t>(n), kInf);
   im.cost_without_activation.assign(static_cast<std::size_t>(n), kInf);
   double best_resident = kInf;
+  const Duration stale_after = FromSeconds(options_.stale_after_s);
   for (std::int32_t i = 0; i < n; ++i) {
-    InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
-    if (!serves(inst)) continue;
-    if (!im.Fresh(inst, now, options_.stale_after_s)) {
+    const Candidate& c = cands[static_cast<std::size_t>(i)];
+    if (!c.serves || c.profile == nullptr) continue;
+    const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+    if (!inst.has_snapshot || !inst.healthy || now - inst.snapshot_at > stale_after) {
       ++counters_.stale_exclusions;
       continue;
     }
-    const ModelProfile* p = inst.profile_of[static_cast<std::size_t>(model)];
-    if (p == nullptr) continue;
-    const ModelTelemetry& mt = inst.snapshot.models[static_cast<std::size_t>(inst.slot_of_model[static_cast<std::size_t>(model)])];
+    const ModelProfile* p = c.profile;
     std::int64_t tokens = 0;
     const KvState state = im.CachedState(inst, i, locs, model, &entry, tokens);
     // Eq.1 terms, seconds. The profile-only terms are computed once per
@@ -475,8 +519,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     const ProfileTerms& terms = im.TermsFor(p, r, output_tokens);
     // Queue ahead: the snapshot's, the overlay's forwards, and one admission
     // unit per live lease (capacity held for returns the router expects).
-    const double queue = mt.queued_work_s + inst.overlay_work_s[static_cast<std::size_t>(model)] +
-                         inst.live_leases * options_.lease_unit_s;
+    const double queue = c.queued_work_s + c.overlay_work_s + inst.live_leases * options_.lease_unit_s;
     double own = terms.extend_s + terms.decode_s;  // prefill past the prefix, own decode
     double c_kv = terms.recompute_s;               // missing: recompute the prefix
     if (state != KvState::kMissing) {
@@ -485,45 +528,33 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
       c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
     }
     const double dr = queue + own;
-    const double c_act = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
+    const double c_act = c.active ? 0.0 : c.resident ? c.switch_in_s : c.full_open_s + c.switch_in_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
-    const double round = inst.snapshot.round_estimate_s + inst.overlay_total_s +
-                         inst.live_leases * options_.lease_unit_s + own + c_kv + c_act;
-    if (options_.admission_control && inst.snapshot.round_bound_s > 0 &&
-        round > inst.snapshot.round_bound_s && inst.snapshot.round_estimate_s > 0) {
-      continue;
-    }
-    const double kv_bytes = static_cast<double>(r.prompt_tokens + static_cast<std::int64_t>(output_tokens)) *
-                            static_cast<double>(p->KvBytesPerTokenPerRank());
-    if (options_.admission_control && inst.snapshot.kv_total_bytes > 0 &&
-        kv_bytes > static_cast<double>(inst.snapshot.kv_total_bytes)) {
-      continue;
+    if (options_.admission_control) {
+      const double round = c.round_estimate_s + inst.overlay_total_s +
+                           inst.live_leases * options_.lease_unit_s + own + c_kv + c_act;
+      if (c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
+      if (c.kv_total_bytes > 0 && terms.kv_bytes > c.kv_total_bytes) continue;
     }
     im.cost_without_activation[static_cast<std::size_t>(i)] = dr + c_kv;
     im.cost[static_cast<std::size_t>(i)] = dr + c_kv + c_act;
-    if (mt.resident) best_resident = std::min(best_resident, im.cost[static_cast<std::size_t>(i)]);
+    if (c.resident) best_resident = std::min(best_resident, im.cost[static_cast<std::size_t>(i)]);
   }
   std::int32_t pick = -1;
   double pick_cost = kInf;
   for (std::int32_t i = 0; i < n; ++i) {
-    const double c = im.cost[static_cast<std::size_t>(i)];
-    if (c == kInf) continue;
-    const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
-    const ModelTelemetry& mt = inst.snapshot.models[static_cast<std::size_t>(inst.slot_of_model[static_cast<std::size_t>(model)])];
-    if (!mt.resident) {
-      // Eq.2: open a new replica only if its gain beats its cost.
+    const double cost = im.cost[static_cast<std::size_t>(i)];
+    if (cost == kInf) continue;
+    const Candidate& c = cands[static_cast<std::size_t>(i)];
+    if (!c.resident) {
+      // Eq.2: open a new replica only if its gain beats its cost; mu_j rises
+      // with KV use and falls with staging slack.
       const double gain = best_resident == kInf ? kInf : best_resident - im.cost_without_activation[static_cast<std::size_t>(i)];
-      const double used = inst.snapshot.kv_total_bytes > 0
-                              ? 1.0 - static_cast<double>(inst.snapshot.kv_free_bytes) / static_cast<double>(inst.snapshot.kv_total_bytes)
-                              : 0.0;
-      const double slack = inst.snapshot.kv_total_bytes > 0
-                               ? static_cast<double>(inst.snapshot.staging_slack_bytes) / static_cast<double>(inst.snapshot.kv_total_bytes)
-                               : 1.0;
-      const double mu = options_.hbm_price_s_per_gib * (1.0 + used) * (2.0 - std::min(1.0, slack));
-      const double threshold = mt.full_open_s + mu * ToGiB(mt.weight_bytes_per_rank) + options_.replica_penalty_s;
+      const double mu = options_.hbm_price_s_per_gib * (1.0 + c.kv_used_fraction) * (2.0 - c.slack_fraction);
+      const double threshold = c.full_open_s + mu * c.weight_gib + options_.replica_penalty_s;
       if (!(gain > threshold)) continue;
     }
-    if (c < pick_cost) pick = i, pick_cost = c;  // strict: ties go to the lowest index
+    if (cost < pick_cost) pick = i, pick_cost = cost;  // strict: ties go to the lowest index
   }
   if (pick < 0) {
     ++counters_.overloads;
