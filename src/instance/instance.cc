@@ -37,6 +37,11 @@ struct Instance::Model {
   std::deque<Request*> queue;     // arrived, not admitted
   std::vector<Request*> running;  // admitted: decoding, or swapped out at a slot end
   double switch_in_estimate_s = 0;
+  // EWMA of measured / profile-predicted step time (1 when the engine runs
+  // exactly as profiled, as the sim engine does): the router scales its
+  // profile-based estimates by these, refreshed from what rounds measured.
+  double prefill_scale = 1.0;
+  double decode_scale = 1.0;
   bool resident = true;
   double full_open_s = 0;  // from storage, when not resident
   TimePoint last_active;
@@ -778,6 +783,9 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       round_.active_s += took;
       counters_.prefill_s += took;
       Model& m = Active();
+      if (const double predicted = SimEngine::PrefillSeconds(*m.profile, step_.prefill.items); predicted > 0) {
+        m.prefill_scale = 0.8 * m.prefill_scale + 0.2 * (took / predicted);
+      }
       for (Request* r : batch_) {
         if (r->pinned_host_blocks > 0) {
           hkvr_.Unpin(m.id, r->prompt_chain(config_.block_tokens), r->pinned_host_blocks);
@@ -802,6 +810,12 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       counters_.decode_s += took;
       decode_iterations_ += step_.decode.iterations;
       Model& m = Active();
+      if (const double predicted = SimEngine::DecodeSeconds(*m.profile, step_.decode.batch,
+                                                            step_.decode.mean_context_tokens,
+                                                            step_.decode.iterations);
+          predicted > 0) {
+        m.decode_scale = 0.8 * m.decode_scale + 0.2 * (took / predicted);
+      }
       batch_.clear();
       for (Request* r : m.running) {
         if (r->swapped) continue;
@@ -849,6 +863,8 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out) {
     t.queued_work_s = work;
     t.switch_in_s = t.active ? 0.0 : m.switch_in_estimate_s;
     t.full_open_s = m.full_open_s;
+    t.prefill_scale = m.prefill_scale;
+    t.decode_scale = m.decode_scale;
     t.weight_bytes_per_rank = m.profile->weight_bytes_per_rank;
     if (t.queued + t.running > 0) {
       ++with_work;

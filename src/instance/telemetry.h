@@ -30,6 +30,9 @@ struct ModelTelemetry {
   double queued_work_s = 0;   // predicted prefill + decode of its queue
   double switch_in_s = 0;     // advertised switch cost into it (EWMA of measured)
   double full_open_s = 0;     // opening it from storage when not resident
+  // Measured / profiled step time, EWMA over recent steps (1: as profiled).
+  double prefill_scale = 1.0;
+  double decode_scale = 1.0;
   std::int64_t weight_bytes_per_rank = 0;
 };
 

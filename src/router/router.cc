@@ -111,6 +111,8 @@ struct Candidate {
   double kv_total_bytes = 0;
   double kv_used_fraction = 0;
   double slack_fraction = 1;
+  double prefill_scale = 1;  // measured / profiled, from the instance's rounds
+  double decode_scale = 1;
   std::int32_t running = 0;
   bool serves = false;
   bool resident = false;
@@ -195,6 +197,8 @@ struct Router::Impl {
       c.kv_used_fraction = total > 0 ? 1.0 - static_cast<double>(t.kv_free_bytes) / total : 0.0;
       c.slack_fraction = total > 0 ? std::min(1.0, static_cast<double>(t.staging_slack_bytes) / total) : 1.0;
       c.running = mt.running;
+      c.prefill_scale = mt.prefill_scale;
+      c.decode_scale = mt.decode_scale;
       c.resident = mt.resident;
       c.active = mt.active;
       inst.load_s += mt.queued_work_s;
@@ -520,11 +524,12 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     // Queue ahead: the snapshot's, the overlay's forwards, and one admission
     // unit per live lease (capacity held for returns the router expects).
     const double queue = c.queued_work_s + c.overlay_work_s + inst.live_leases * options_.lease_unit_s;
-    double own = terms.extend_s + terms.decode_s;  // prefill past the prefix, own decode
-    double c_kv = terms.recompute_s;               // missing: recompute the prefix
+    // Profile predictions, scaled by what this instance measured lately.
+    double own = terms.extend_s * c.prefill_scale + terms.decode_s * c.decode_scale;
+    double c_kv = terms.recompute_s * c.prefill_scale;  // missing: recompute the prefix
     if (state != KvState::kMissing) {
       const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
-      own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) + terms.decode_s;
+      own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) * c.prefill_scale + terms.decode_s * c.decode_scale;
       c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
     }
     const double dr = queue + own;

@@ -345,6 +345,41 @@ TEST(HotInstanceTest, ContinuousBatchingAdmitsAtBoundaries) {
   EXPECT_TRUE(h.switches().empty());
 }
 
+// An engine slower than its profile (a wrapped engine, as fault injection
+// would be) shows up in telemetry as a measured/profiled scale above 1.
+TEST(InstanceTelemetryTest, ReportsMeasuredOverProfiledStepTime) {
+  ProfileSet set;
+  set.Add(testing::TinyProfile("m"));
+  Instance inst(Cold({"m"}), set);
+  inst.Warmup("m", TimePoint{});
+  std::vector<PrefixHash> chain;
+  ExtendSessionChain(chain, 0, 1001, 64, 1, 0);
+  CallRequest c;
+  c.id = 0;
+  c.session_id = "s";
+  c.model = "m";
+  c.prompt_tokens = 1000;
+  c.output_tokens = 1;
+  c.chain = chain;
+  inst.Enqueue(c, TimePoint{});
+  const Instance::Step& step = inst.Plan(TimePoint{}, TimePoint::max());
+  ASSERT_EQ(step.kind, Instance::Step::Kind::kPrefill);
+  const Duration predicted = SimEngine().Prefill(step.prefill);  // 1 s for 1000 tokens
+  struct : InstanceEvents {
+    void OnFirstToken(std::int64_t, TimePoint) override {}
+    void OnFinished(const CallRecord&) override {}
+    void OnSwitch(const SwitchRecord&) override {}
+    void OnRound(const RoundRecord&) override {}
+  } events;
+  inst.Commit(TimePoint{} + 2 * predicted, SwitchTiming{}, events);  // took twice as long
+  InstanceTelemetry t;
+  inst.Snapshot(AtSeconds(3), t);
+  ASSERT_EQ(t.models.size(), 1u);
+  EXPECT_NEAR(t.models[0].prefill_scale, 0.8 + 0.2 * 2.0, 1e-6);
+  EXPECT_DOUBLE_EQ(t.models[0].decode_scale, 1.0);
+  EXPECT_EQ(t.sessions.at("s").state, KvState::kDevice);
+}
+
 TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {
   ProfileSet set;
   set.Add(testing::TinyProfile("m"));

@@ -242,6 +242,16 @@ TEST_F(RouterTest, BaselinesPickAsScripted) {
   }
 }
 
+// The router scales profile predictions by what each instance measured.
+TEST_F(RouterTest, MeasuredSlowdownSteersPlacement) {
+  auto r = Make({});
+  InstanceTelemetry slow = Snap(++version_, 0);
+  slow.models[0].prefill_scale = 3.0;  // i0's prefills run 3x slower than profiled
+  r->OnTelemetry(0, slow, AtSeconds(0));
+  r->OnTelemetry(1, Snap(++version_, 0, /*queued_m_s=*/0.5), AtSeconds(0));
+  EXPECT_EQ(r->Route(Req("a", false), AtSeconds(0.1)).instance, 1);
+}
+
 TEST_F(RouterTest, SessionTableIsBounded) {
   RouterOptions o;
   o.max_sessions = 100;
