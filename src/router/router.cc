@@ -22,6 +22,16 @@ const char* ToString(RouterPolicy p) {
   return "?";
 }
 
+const char* ToString(RouteDecision::Overload o) {
+  switch (o) {
+    case RouteDecision::Overload::kNone: return "none";
+    case RouteDecision::Overload::kNoInstance: return "no-instance";
+    case RouteDecision::Overload::kStale: return "stale";
+    case RouteDecision::Overload::kAdmission: return "admission";
+  }
+  return "?";
+}
+
 bool ParseRouterPolicy(std::string_view name, RouterPolicy& out) {
   for (RouterPolicy p : {RouterPolicy::kFull, RouterPolicy::kLeastPressure, RouterPolicy::kSessionSticky,
                          RouterPolicy::kRoundRobin, RouterPolicy::kPrefixAware}) {
@@ -386,6 +396,13 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   RouteDecision d;
   const auto n = static_cast<std::int32_t>(im.instances.size());
   const std::vector<Candidate>& cands = im.by_model[static_cast<std::size_t>(model)];
+  auto OverloadReason = [&](bool fresh_candidate_seen) {
+    if (fresh_candidate_seen) return RouteDecision::Overload::kAdmission;
+    for (const Candidate& c : cands) {
+      if (c.serves) return RouteDecision::Overload::kStale;
+    }
+    return RouteDecision::Overload::kNoInstance;
+  };
   auto serves = [&](const InstanceState& inst) {
     return inst.has_snapshot && cands[static_cast<std::size_t>(&inst - im.instances.data())].serves;
   };
@@ -471,6 +488,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
       if (pick < 0) pick = least_pressure();
       if (pick < 0) {
         ++counters_.overloads;
+        d.overload = OverloadReason(false);
         return d;
       }
       std::int64_t tokens = 0;
@@ -506,6 +524,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   im.cost_without_activation.assign(static_cast<std::size_t>(n), kInf);
   double best_resident = kInf;
   const Duration stale_after = FromSeconds(options_.stale_after_s);
+  bool any_fresh = false;
   for (std::int32_t i = 0; i < n; ++i) {
     const Candidate& c = cands[static_cast<std::size_t>(i)];
     if (!c.serves || c.profile == nullptr) continue;
@@ -514,6 +533,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
       ++counters_.stale_exclusions;
       continue;
     }
+    any_fresh = true;
     const ModelProfile* p = c.profile;
     std::int64_t tokens = 0;
     const KvState state = im.CachedState(inst, i, locs, model, &entry, tokens);
@@ -563,6 +583,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   }
   if (pick < 0) {
     ++counters_.overloads;
+    d.overload = OverloadReason(any_fresh);
     return d;  // the caller's overload policy
   }
   d.cost_s = pick_cost;

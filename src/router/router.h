@@ -67,11 +67,20 @@ struct RouteRequest {
 
 struct RouteDecision {
   enum class Reason : std::uint8_t { kLease, kCost, kBaseline, kOverload };
+  // Why no instance could take the call (only with kOverload).
+  enum class Overload : std::uint8_t {
+    kNone,
+    kNoInstance,  // no instance serves the model
+    kStale,       // instances serve it, but none has fresh telemetry and health
+    kAdmission,   // fresh candidates all failed round admission, KV or Eq.2
+  };
   std::int32_t instance = -1;  // -1: no feasible instance (overload)
   Reason reason = Reason::kOverload;
+  Overload overload = Overload::kNone;
   bool lease_hit = false;
   double cost_s = 0;
 };
+const char* ToString(RouteDecision::Overload o);
 
 struct RouterCounters {
   std::int64_t decisions = 0;

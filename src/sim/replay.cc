@@ -284,6 +284,7 @@ class Driver final : public InstanceEvents {
         events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
       } else {
         ++result_.rejected;
+        ++result_.rejected_by_reason[ToString(d.overload)];
         ReleaseNext(s, now_);
       }
       return;
@@ -427,6 +428,9 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["leases_installed"] = router_counters.leases_installed;
   j["leases_consumed"] = router_counters.leases_consumed;
   j["rejected"] = rejected;
+  nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
+  for (const auto& [reason, n] : rejected_by_reason) reasons[reason] = n;
+  j["rejected_by_reason"] = reasons;
   return j;
 }
 

@@ -73,6 +73,7 @@ struct ReplayResult {
   std::int64_t avoidable_opens = 0;  // placed where it was not, though another instance had it
   std::int64_t model_opens = 0;
   std::int64_t rejected = 0;
+  std::map<std::string, std::int64_t> rejected_by_reason;  // no-instance, stale, admission
   Sample returning_ttft_s;
   RouterCounters router_counters;
   double same_instance_return_rate() const {

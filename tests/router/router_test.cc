@@ -153,9 +153,13 @@ TEST_F(RouterTest, StaleSnapshotExcludesInstanceFromNewPlacements) {
   // At t=2.5, i0's snapshot is 2.5 s old: only i1 is a candidate, though busier.
   EXPECT_EQ(r->Route(Req("a", false), AtSeconds(2.5)).instance, 1);
   EXPECT_GT(r->counters().stale_exclusions, 0);
-  // No fresh instance at all: the overload policy.
-  EXPECT_EQ(r->Route(Req("b", false), AtSeconds(10)).instance, -1);
+  // No fresh instance at all: the overload policy, with its reason.
+  const RouteDecision none = r->Route(Req("b", false), AtSeconds(10));
+  EXPECT_EQ(none.instance, -1);
+  EXPECT_EQ(none.overload, RouteDecision::Overload::kStale);
   EXPECT_EQ(r->counters().overloads, 1);
+  EXPECT_EQ(r->Route(Req("c", false, "unknown-model"), AtSeconds(10)).overload,
+            RouteDecision::Overload::kNoInstance);
 }
 
 TEST_F(RouterTest, OverlayChargesCountBeforeTheNextSnapshot) {
@@ -240,6 +244,23 @@ TEST_F(RouterTest, BaselinesPickAsScripted) {
     r->OnTelemetry(1, busy, AtSeconds(0.2));
     EXPECT_EQ(r->Route(Req("s"), AtSeconds(0.3)).instance, 0);  // too imbalanced
   }
+}
+
+// Eq.5: a candidate whose predicted round would pass gamma * T_TTFT is
+// filtered; with none left the overload policy says why.
+TEST_F(RouterTest, RoundAdmissionFiltersAndReportsAdmissionOverload) {
+  auto r = Make({}, 1);
+  InstanceTelemetry busy = Snap(++version_, 0);
+  busy.round_estimate_s = 17.5;  // bound 18 s; the call's own work is 2 s
+  r->OnTelemetry(0, busy, AtSeconds(0));
+  const RouteDecision d = r->Route(Req("a", false), AtSeconds(0.1));
+  EXPECT_EQ(d.instance, -1);
+  EXPECT_EQ(d.overload, RouteDecision::Overload::kAdmission);
+  RouterOptions off;
+  off.admission_control = false;
+  auto open = Make(off, 1);
+  open->OnTelemetry(0, busy, AtSeconds(0));
+  EXPECT_EQ(open->Route(Req("a", false), AtSeconds(0.1)).instance, 0);
 }
 
 // The router scales profile predictions by what each instance measured.
