@@ -1,4 +1,6 @@
 // talaria replay: the closed-loop fixed replay over a simulated cluster.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -168,18 +170,24 @@ void RunReplayCommand(const ReplayArgs& a) {
             label += std::string("_") + ToString(policy) + "_" + load + "_tau" + tau_text;
           }
           if (!a.records_dir.empty()) options.records_dir = a.records_dir + "/" + label;
+          // Progress on stderr once a run passes a second of wall time: a
+          // line rewritten in place on a terminal, a line every 10 s in a log.
           const auto wall_start = std::chrono::steady_clock::now();
+          const bool tty = isatty(STDERR_FILENO) != 0;
+          double next_report_s = 1.0;
+          bool reported = false;
           options.progress = [&](std::int64_t done, std::int64_t total) {
             const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-            if (wall > 1.0 && !a.quiet) {
-              std::fprintf(stderr, "\r%s: %lld/%lld calls", label.c_str(), static_cast<long long>(done),
-                           static_cast<long long>(total));
-            }
+            if (a.quiet || wall < next_report_s) return;
+            next_report_s = wall + (tty ? 0.2 : 10.0);
+            reported = true;
+            std::fprintf(stderr, tty ? "\r%s: %lld/%lld calls" : "%s: %lld/%lld calls\n", label.c_str(),
+                         static_cast<long long>(done), static_cast<long long>(total));
           };
           ReplayResult r = RunReplay(name, c, profiles, trace, options);
           r.load = load;
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-          if (wall > 1.0 && !a.quiet) std::fprintf(stderr, "\r%s: done in %.1f s\n", label.c_str(), wall);
+          if (reported) std::fprintf(stderr, tty ? "\r%s: done in %.1f s\n" : "%s: done in %.1f s\n", label.c_str(), wall);
           if (!a.quiet) routing ? PrintRoutingRow(r) : PrintRow(r);
           runs.push_back(r.ToJson());
         }
