@@ -1,0 +1,143 @@
+#include "server/realtime_instance.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace talaria {
+
+class RealtimeInstance::Events final : public InstanceEvents {
+ public:
+  explicit Events(RealtimeInstance& owner) : owner_(owner) {}
+  // Callbacks are deferred until the driver releases its lock, so one may
+  // Submit (a session's next call) without deadlocking.
+  void OnFirstToken(std::int64_t call_id, TimePoint at) override {
+    auto it = owner_.in_flight_.find(call_id);
+    if (it != owner_.in_flight_.end() && it->second->callbacks.on_first_token) {
+      owner_.deferred_.push_back([cb = it->second->callbacks.on_first_token, at] { cb(at); });
+    }
+  }
+  void OnFinished(const CallRecord& record) override {
+    auto it = owner_.in_flight_.find(record.id);
+    if (it == owner_.in_flight_.end()) return;
+    std::shared_ptr<Pending> done(std::move(it->second));
+    owner_.in_flight_.erase(it);
+    if (done->callbacks.on_finished) {
+      owner_.deferred_.push_back([done, record] { done->callbacks.on_finished(record); });
+    }
+  }
+  void OnSwitch(const SwitchRecord&) override {}
+  void OnRound(const RoundRecord&) override {}
+
+ private:
+  RealtimeInstance& owner_;
+};
+
+RealtimeInstance::RealtimeInstance(InstanceConfig config, const ProfileSet& profiles,
+                                   std::unique_ptr<Engine> engine, double time_scale)
+    : instance_(std::move(config), profiles), engine_(std::move(engine)), time_scale_(time_scale) {
+  TALARIA_CHECK(engine_ != nullptr, "a real-time instance needs an engine");
+  if (!(time_scale > 0)) throw InputError("time_scale", "must be greater than 0");
+}
+
+RealtimeInstance::~RealtimeInstance() { Stop(); }
+
+TimePoint RealtimeInstance::Now() const {
+  return TimePoint(std::chrono::duration_cast<Duration>(clock_.Now().time_since_epoch() * time_scale_));
+}
+
+void RealtimeInstance::Start() {
+  const InstanceConfig& c = instance_.config();
+  instance_.Warmup(c.resident.empty() ? c.models.front() : c.resident.front(), Now());
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void RealtimeInstance::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void RealtimeInstance::Submit(CallRequest call, Callbacks callbacks) {
+  auto p = std::make_unique<Pending>();
+  p->chain.assign(call.chain.begin(), call.chain.end());
+  p->call = std::move(call);
+  p->call.chain = p->chain;
+  p->callbacks = std::move(callbacks);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back(std::move(p));
+  }
+  cv_.notify_all();
+}
+
+InstanceTelemetry RealtimeInstance::Snapshot() {
+  InstanceTelemetry t;
+  std::lock_guard<std::mutex> lock(mu_);
+  instance_.Snapshot(Now(), t);
+  return t;
+}
+
+void RealtimeInstance::Loop() {
+  Events events(*this);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const TimePoint now = Now();
+    while (!inbox_.empty()) {
+      std::unique_ptr<Pending> p = std::move(inbox_.front());
+      inbox_.pop_front();
+      instance_.Enqueue(p->call, now);
+      in_flight_.emplace(p->call.id, std::move(p));
+    }
+    // Arrivals are not known ahead in real time: decode one boundary at a
+    // time, so a return is seen at the next boundary.
+    const Instance::Step& step = instance_.Plan(now, now);
+    if (step.kind == Instance::Step::Kind::kIdle) {
+      const auto wake = step.wake_at;
+      const auto has_work = [&] { return stop_ || !inbox_.empty(); };
+      if (wake == TimePoint::max()) {
+        cv_.wait(lock, has_work);
+      } else {
+        const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            (wake - now) / time_scale_);
+        cv_.wait_for(lock, wall, has_work);
+      }
+      continue;
+    }
+    Duration took{};
+    SwitchTiming timing;
+    switch (step.kind) {
+      case Instance::Step::Kind::kPrefill:
+      case Instance::Step::Kind::kSessionPrefill:
+        took = engine_->Prefill(step.prefill);
+        break;
+      case Instance::Step::Kind::kDecode:
+        took = engine_->Decode(step.decode);
+        break;
+      case Instance::Step::Kind::kSwitch:
+        timing = engine_->Switch(step.switch_step);
+        took = FromSeconds(timing.total_s());
+        break;
+      case Instance::Step::Kind::kIdle:
+        break;
+    }
+    // An emulated step holds the (virtual) GPU for its duration; new
+    // submissions queue meanwhile and join at the next boundary.
+    const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took / time_scale_);
+    cv_.wait_for(lock, wall, [&] { return stop_; });
+    if (stop_) break;
+    instance_.Commit(now + took, timing, events);
+    if (!deferred_.empty()) {
+      std::vector<std::function<void()>> run;
+      run.swap(deferred_);
+      lock.unlock();
+      for (auto& f : run) f();
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace talaria
