@@ -29,6 +29,8 @@ struct CallRun {
   std::int32_t instance = -1;
   TimePoint intended;
   bool chain_ready = false;  // the session chain was extended for this call
+  bool opened_model = false; // placed where its model was not open (an open followed)
+  bool lease_hit = false;    // placed by consuming its session's lease
 };
 
 enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake, kHeartbeat };
@@ -170,6 +172,8 @@ class Driver final : public InstanceEvents {
       j["kv_source"] = ToString(rec.kv_source);
       j["reused_tokens"] = rec.reused_tokens;
       j["preemptions"] = rec.preemptions;
+      j["lease_hit"] = run.lease_hit;
+      j["opened_model"] = run.opened_model;
       calls_out_ << j.dump() << '\n';
     }
     ReleaseNext(s, rec.finished);
@@ -202,6 +206,7 @@ class Driver final : public InstanceEvents {
                                                   : 0.0;
       j["dirty_bytes"] = rec.dirty_bytes;
       j["recapture"] = rec.recapture;
+      j["opened"] = rec.opened;
       switches_out_ << j.dump() << '\n';
     }
   }
@@ -294,6 +299,8 @@ class Driver final : public InstanceEvents {
       ++result_.continuations;
       if (s.last_instance == d.instance) ++result_.same_instance_returns;
     }
+    run.lease_hit = d.lease_hit;
+    run.opened_model = !inst.Resident(c.model);
     if (inst.Resident(c.model)) {
       ++result_.residency_hits;
       pending_opens_.erase({d.instance, c.model});
