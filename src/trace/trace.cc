@@ -149,7 +149,7 @@ Trace ReadTrace(std::istream& in, std::string_view source) {
     json record;
     try {
       record = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
       problems.Add(where, std::string("not valid JSON: ") + e.what());
       continue;
     }

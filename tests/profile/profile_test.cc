@@ -169,6 +169,31 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"NotToml", "\\[model\\]", "[model", "not valid TOML"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Mutated profiles load or raise InputError; they never crash or trip a check.
+TEST(ProfileErrorTest, MutatedProfilesLoadOrRaiseInputError) {
+  const std::string original = ShippedText("qwen3.5-122b-a10b.tp8.toml");
+  std::uint64_t state = 12345;
+  auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const char alphabet[] = "[]=\".,-0123456789 \nabz#";
+  int rejected = 0;
+  for (int round = 0; round < 150; ++round) {
+    std::string text = original;
+    for (int e = 0; e < 3; ++e) {
+      const std::size_t pos = next(text.size());
+      if (next(2) == 0) {
+        text[pos] = alphabet[next(sizeof(alphabet) - 1)];
+      } else {
+        text.erase(pos, 1 + next(20));
+      }
+    }
+    if (!LoadError(text).empty()) ++rejected;
+  }
+  EXPECT_GT(rejected, 50);
+}
+
 TEST(ProfileErrorTest, MissingFileAndDuplicateModelAreErrors) {
   EXPECT_THAT(LoadError(""), HasSubstr("key 'model': missing"));
   EXPECT_THROW(LoadProfile("/nonexistent/p.toml"), InputError);

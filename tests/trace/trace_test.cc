@@ -111,6 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"NotJson", "{oops\n", "t.jsonl:1: not valid JSON"},
         BadCase{"NotObject", "[1,2]\n", "t.jsonl:1: a record must be a JSON object"},
+        BadCase{"NumberOverflow", R"({"session_id":"a","call_index":758e445960540710})" "\n",
+                "t.jsonl:1: not valid JSON"},
         BadCase{"MissingField", R"({"session_id":"a","call_index":0})" "\n",
                 "t.jsonl:1: field 'model': missing"},
         BadCase{"WrongType", Record("a", 0, 100, 0, 10, R"(,"task":5)"),
