@@ -819,7 +819,8 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       batch_.clear();
       for (Request* r : m.running) {
         if (r->swapped) continue;
-        r->generated += step_.decode.iterations;
+        r->generated = std::min(r->generated + step_.decode.iterations, r->call.output_tokens);
+        events.OnTokens(r->call.id, r->generated, end);
         if (r->generated >= r->call.output_tokens) batch_.push_back(r);
       }
       for (Request* r : batch_) Finish(*r, end, events);

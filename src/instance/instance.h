@@ -109,6 +109,11 @@ class InstanceEvents {
  public:
   virtual ~InstanceEvents() = default;
   virtual void OnFirstToken(std::int64_t call_id, TimePoint at) = 0;
+  // After each decode step: the call has `generated` output tokens so far
+  // (streaming servers send them; the simulator ignores this).
+  virtual void OnTokens(std::int64_t call_id, std::int64_t generated, TimePoint at) {
+    (void)call_id, (void)generated, (void)at;
+  }
   virtual void OnFinished(const CallRecord& record) = 0;
   virtual void OnSwitch(const SwitchRecord& record) = 0;
   virtual void OnRound(const RoundRecord& record) = 0;

@@ -17,6 +17,12 @@ class RealtimeInstance::Events final : public InstanceEvents {
       owner_.deferred_.push_back([cb = it->second->callbacks.on_first_token, at] { cb(at); });
     }
   }
+  void OnTokens(std::int64_t call_id, std::int64_t generated, TimePoint at) override {
+    auto it = owner_.in_flight_.find(call_id);
+    if (it != owner_.in_flight_.end() && it->second->callbacks.on_tokens) {
+      owner_.deferred_.push_back([cb = it->second->callbacks.on_tokens, generated, at] { cb(generated, at); });
+    }
+  }
   void OnFinished(const CallRecord& record) override {
     auto it = owner_.in_flight_.find(record.id);
     if (it == owner_.in_flight_.end()) return;

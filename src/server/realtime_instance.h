@@ -33,6 +33,8 @@ class RealtimeInstance {
  public:
   struct Callbacks {
     std::function<void(TimePoint)> on_first_token;
+    // Output tokens generated so far, after each decode step.
+    std::function<void(std::int64_t, TimePoint)> on_tokens;
     std::function<void(const CallRecord&)> on_finished;
   };
 

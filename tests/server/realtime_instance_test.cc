@@ -38,6 +38,7 @@ TEST(RealtimeInstanceTest, ClosedLoopSessionCompletesWithDeviceHit) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<CallRecord> done;
+  std::vector<std::int64_t> progress;  // call 0's token counts as they stream
   std::vector<PrefixHash> chain0, chain1;
   ExtendSessionChain(chain0, 0, 200 + 5, 64, 9, 0);
   chain1 = chain0;
@@ -57,6 +58,12 @@ TEST(RealtimeInstanceTest, ClosedLoopSessionCompletesWithDeviceHit) {
     c.full_reuse = index == 1;
     c.chain = index == 0 ? chain0 : chain1;
     RealtimeInstance::Callbacks cb;
+    if (index == 0) {
+      cb.on_tokens = [&](std::int64_t generated, TimePoint) {
+        std::lock_guard<std::mutex> lock(mu);
+        progress.push_back(generated);
+      };
+    }
     cb.on_finished = [&, index](const CallRecord& r) {
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -72,6 +79,8 @@ TEST(RealtimeInstanceTest, ClosedLoopSessionCompletesWithDeviceHit) {
   std::unique_lock<std::mutex> lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return done.size() == 2; }));
   EXPECT_EQ(done[1].kv_source, KvSource::kDevice);
+  // Decode steps one boundary at a time in real time: tokens 2..5 stream in.
+  EXPECT_EQ(progress, (std::vector<std::int64_t>{2, 3, 4, 5}));
   EXPECT_EQ(done[1].reused_tokens, 192);  // three full 64-token blocks of the 205
   EXPECT_GT(done[1].first_token, done[0].finished);
   // Virtual durations follow the profile: 200 prefill tokens at 1 ms each.
