@@ -1,0 +1,179 @@
+#include "server/openai_api.h"
+
+#include <cstdio>
+#include <optional>
+
+#include "core/random.h"
+
+namespace talaria {
+namespace {
+
+using nlohmann::json;
+
+ApiError Invalid(std::string param, std::string message, std::string code = "invalid_value") {
+  ApiError e;
+  e.param = std::move(param);
+  e.code = std::move(code);
+  e.message = std::move(message);
+  return e;
+}
+
+// Fields common to both endpoints; returns an error message or fills `out`.
+std::variant<json, ApiError> ParseObject(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Invalid("", "the request body is not valid JSON", "invalid_json");
+  }
+  if (!j.is_object()) return Invalid("", "the request body must be a JSON object", "invalid_json");
+  return j;
+}
+
+std::optional<ApiError> ParseCommon(const json& j, std::string_view session_header,
+                                    const ParseLimits& limits, CompletionRequest& out) {
+  auto model = j.find("model");
+  if (model == j.end()) return Invalid("model", "you must provide a model parameter", "missing_required_parameter");
+  if (!model->is_string() || model->get<std::string>().empty()) {
+    return Invalid("model", "'model' must be a non-empty string", "invalid_type");
+  }
+  out.model = model->get<std::string>();
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+      return Invalid(key, std::string("'") + key + "' must be a positive integer", "invalid_type");
+    }
+    if (it->get<std::int64_t>() > limits.max_tokens_limit) {
+      return Invalid(key, std::string("'") + key + "' is above the limit of " +
+                              std::to_string(limits.max_tokens_limit));
+    }
+    out.max_tokens = it->get<std::int64_t>();
+  }
+  if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return Invalid("stream", "'stream' must be a boolean", "invalid_type");
+    out.stream = it->get<bool>();
+  }
+  if (!session_header.empty()) {
+    out.session_id = std::string(session_header);
+  } else if (auto it = j.find("session_id"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return Invalid("session_id", "'session_id' must be a string", "invalid_type");
+    out.session_id = it->get<std::string>();
+  } else if (auto md = j.find("metadata"); md != j.end() && md->is_object()) {
+    if (auto sid = md->find("session_id"); sid != md->end()) {
+      if (!sid->is_string()) {
+        return Invalid("metadata.session_id", "'metadata.session_id' must be a string", "invalid_type");
+      }
+      out.session_id = sid->get<std::string>();
+    }
+  }
+  if (out.session_id.size() > 256) return Invalid("session_id", "session ids are at most 256 characters");
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json ApiError::Body() const {
+  json e;
+  e["message"] = message;
+  e["type"] = type;
+  e["param"] = param.empty() ? json(nullptr) : json(param);
+  e["code"] = code.empty() ? json(nullptr) : json(code);
+  return json{{"error", e}};
+}
+
+std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view body,
+                                                              std::string_view session_header,
+                                                              const ParseLimits& limits) {
+  auto parsed = ParseObject(body);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
+  const json& j = std::get<json>(parsed);
+  CompletionRequest out;
+  out.chat = true;
+  if (auto err = ParseCommon(j, session_header, limits, out)) return *err;
+  auto messages = j.find("messages");
+  if (messages == j.end()) {
+    return Invalid("messages", "you must provide a messages parameter", "missing_required_parameter");
+  }
+  if (!messages->is_array() || messages->empty()) {
+    return Invalid("messages", "'messages' must be a non-empty array", "invalid_type");
+  }
+  if (messages->size() > limits.max_messages) return Invalid("messages", "too many messages");
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Invalid(at, "'" + at + "' must be an object", "invalid_type");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return Invalid(at + ".role", "'" + at + ".role' must be a string", "invalid_type");
+    }
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+      return Invalid(at + ".role", "'" + r + "' is not a supported role");
+    }
+    ChatMessage msg{r, ""};
+    auto content = m.find("content");
+    if (content != m.end() && content->is_string()) {
+      msg.content = content->get<std::string>();
+    } else if (content != m.end() && content->is_array()) {
+      // Content parts: text parts are concatenated; others are not supported.
+      for (const json& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          return Invalid(at + ".content", "only text content parts are supported", "invalid_type");
+        }
+        msg.content += part["text"].get<std::string>();
+      }
+    } else if (!(r == "assistant" && content != m.end() && content->is_null())) {
+      return Invalid(at + ".content", "'" + at + ".content' must be a string or text parts", "invalid_type");
+    }
+    out.messages.push_back(std::move(msg));
+  }
+  return out;
+}
+
+std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
+                                                          std::string_view session_header,
+                                                          const ParseLimits& limits) {
+  auto parsed = ParseObject(body);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
+  const json& j = std::get<json>(parsed);
+  CompletionRequest out;
+  out.chat = false;
+  out.max_tokens = 16;  // the completions endpoint's default
+  if (auto err = ParseCommon(j, session_header, limits, out)) return *err;
+  auto prompt = j.find("prompt");
+  if (prompt == j.end()) return Invalid("prompt", "you must provide a prompt parameter", "missing_required_parameter");
+  if (prompt->is_string()) {
+    out.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    for (const json& id : *prompt) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX) {
+        return Invalid("prompt", "token-id prompts must be arrays of non-negative integers", "invalid_type");
+      }
+      out.prompt_ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
+    }
+  } else {
+    return Invalid("prompt", "'prompt' must be a string or a non-empty array of token ids", "invalid_type");
+  }
+  return out;
+}
+
+std::string ScopedSessionId(std::string_view api_key, std::string_view session_id) {
+  if (session_id.empty()) return {};
+  // The key itself never appears in the id (ids show up in telemetry).
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : api_key) h = (h ^ c) * 0x100000001b3ULL;
+  char prefix[20];
+  std::snprintf(prefix, sizeof prefix, "%016llx", static_cast<unsigned long long>(Mix64(h)));
+  return std::string(prefix) + ":" + std::string(session_id);
+}
+
+std::string RenderChat(const std::vector<ChatMessage>& messages) {
+  std::string out;
+  for (const auto& m : messages) {
+    out += "<|" + m.role + "|>\n" + m.content + "\n";
+  }
+  out += "<|assistant|>\n";
+  return out;
+}
+
+}  // namespace talaria

@@ -1,0 +1,67 @@
+// The OpenAI-compatible request surface the gateway will serve: parsing and
+// validating /v1/chat/completions and /v1/completions bodies, the session id
+// (X-Session-Id header, or the body's session_id / metadata.session_id,
+// scoped by API key so tenants cannot address each other's sessions), and
+// OpenAI-style error bodies {"error":{"message","type","param","code"}}.
+// Pure functions: no I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace talaria {
+
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null in the body
+  std::string code;   // empty: null in the body
+  std::string message;
+
+  nlohmann::json Body() const;
+};
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+struct CompletionRequest {
+  bool chat = true;
+  std::string model;
+  std::vector<ChatMessage> messages;   // chat
+  std::string prompt_text;             // completions, text prompt
+  std::vector<std::int32_t> prompt_ids;  // completions, token-id prompt
+  std::int64_t max_tokens = 256;
+  bool stream = false;
+  std::string session_id;  // as the client gave it (unscoped); empty if none
+};
+
+struct ParseLimits {
+  std::int64_t max_tokens_limit = 32768;
+  std::size_t max_messages = 4096;
+};
+
+// `session_header` is the X-Session-Id header ("" when absent); it wins over
+// the body's fields.
+std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view body,
+                                                              std::string_view session_header,
+                                                              const ParseLimits& limits = {});
+std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
+                                                          std::string_view session_header,
+                                                          const ParseLimits& limits = {});
+
+// The session key the router and instances see: the client's id scoped by
+// the caller's API key, so equal ids from two tenants never meet. Requests
+// without a session id get none (each call stands alone).
+std::string ScopedSessionId(std::string_view api_key, std::string_view session_id);
+
+// The simple chat template: one block per message, then the assistant cue.
+// Deterministic, so a continuation's rendering starts with the previous one's.
+std::string RenderChat(const std::vector<ChatMessage>& messages);
+
+}  // namespace talaria

@@ -1,0 +1,120 @@
+#include "server/openai_api.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace talaria {
+namespace {
+
+using ::testing::HasSubstr;
+
+CompletionRequest Ok(const std::variant<CompletionRequest, ApiError>& v) {
+  if (const auto* e = std::get_if<ApiError>(&v)) {
+    ADD_FAILURE() << e->message;
+    return {};
+  }
+  return std::get<CompletionRequest>(v);
+}
+
+ApiError Err(const std::variant<CompletionRequest, ApiError>& v) {
+  if (const auto* e = std::get_if<ApiError>(&v)) return *e;
+  ADD_FAILURE() << "expected an error";
+  return {};
+}
+
+TEST(OpenAiApiTest, ParsesAChatCompletion) {
+  const auto r = Ok(ParseChatCompletion(
+      R"({"model":"m","messages":[{"role":"system","content":"be brief"},
+          {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
+          "max_tokens":64,"stream":true,"metadata":{"session_id":"task-7"}})",
+      ""));
+  EXPECT_TRUE(r.chat);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "hi there");
+  EXPECT_EQ(r.max_tokens, 64);
+  EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.session_id, "task-7");
+}
+
+TEST(OpenAiApiTest, SessionHeaderWinsOverBodyFields) {
+  const auto r = Ok(ParseChatCompletion(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"session_id":"body"})", "header"));
+  EXPECT_EQ(r.session_id, "header");
+  const auto b = Ok(ParseChatCompletion(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"session_id":"body"})", ""));
+  EXPECT_EQ(b.session_id, "body");
+}
+
+TEST(OpenAiApiTest, CompletionsTakeTextOrTokenIds) {
+  const auto text = Ok(ParseCompletion(R"({"model":"m","prompt":"once upon"})", ""));
+  EXPECT_FALSE(text.chat);
+  EXPECT_EQ(text.prompt_text, "once upon");
+  EXPECT_EQ(text.max_tokens, 16);
+  const auto ids = Ok(ParseCompletion(R"({"model":"m","prompt":[1,2,3],"max_tokens":5})", ""));
+  EXPECT_EQ(ids.prompt_ids, (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(Err(ParseCompletion(R"({"model":"m","prompt":[1,-2]})", "")).param, "prompt");
+}
+
+struct Bad {
+  const char* name;
+  std::string body;
+  std::string param;
+  std::string message_part;
+  friend void PrintTo(const Bad& b, std::ostream* os) { *os << b.name; }
+};
+
+class OpenAiErrorTest : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(OpenAiErrorTest, NamesTheField) {
+  const ApiError e = Err(ParseChatCompletion(GetParam().body, ""));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_EQ(e.param, GetParam().param);
+  EXPECT_THAT(e.message, HasSubstr(GetParam().message_part));
+  const auto body = e.Body();
+  EXPECT_EQ(body["error"]["message"], e.message);
+  if (e.param.empty()) {
+    EXPECT_TRUE(body["error"]["param"].is_null());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, OpenAiErrorTest,
+    ::testing::Values(
+        Bad{"Malformed", "{\"model\":", "", "not valid JSON"},
+        Bad{"NotObject", "[1]", "", "must be a JSON object"},
+        Bad{"MissingModel", R"({"messages":[{"role":"user","content":"x"}]})", "model", "provide a model"},
+        Bad{"ModelNotString", R"({"model":3,"messages":[]})", "model", "non-empty string"},
+        Bad{"MissingMessages", R"({"model":"m"})", "messages", "provide a messages"},
+        Bad{"EmptyMessages", R"({"model":"m","messages":[]})", "messages", "non-empty array"},
+        Bad{"BadRole", R"({"model":"m","messages":[{"role":"wizard","content":"x"}]})", "messages[0].role", "not a supported role"},
+        Bad{"ContentNumber", R"({"model":"m","messages":[{"role":"user","content":5}]})", "messages[0].content", "must be a string"},
+        Bad{"ImagePart", R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content", "only text"},
+        Bad{"ZeroMaxTokens", R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0})", "max_tokens", "positive integer"},
+        Bad{"HugeMaxTokens", R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":99999999})", "max_tokens", "above the limit"},
+        Bad{"StreamString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream", "boolean"},
+        Bad{"SessionNumber", R"({"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"session_id":7}})", "metadata.session_id", "must be a string"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(OpenAiApiTest, SessionsAreScopedByApiKey) {
+  EXPECT_NE(ScopedSessionId("key-a", "s1"), ScopedSessionId("key-b", "s1"));
+  EXPECT_EQ(ScopedSessionId("key-a", "s1"), ScopedSessionId("key-a", "s1"));
+  EXPECT_EQ(ScopedSessionId("key-a", ""), "");
+  EXPECT_EQ(ScopedSessionId("secret-key", "s").find("secret"), std::string::npos);
+}
+
+TEST(OpenAiApiTest, ChatRenderingOfAContinuationExtendsThePrevious) {
+  std::vector<ChatMessage> turn1 = {{"system", "sys"}, {"user", "do x"}};
+  std::vector<ChatMessage> turn2 = turn1;
+  turn2.push_back({"assistant", "calling tool"});
+  turn2.push_back({"tool", "result"});
+  const std::string a = RenderChat(turn1);
+  const std::string b = RenderChat(turn2);
+  // The previous prompt minus its assistant cue is a prefix of the next.
+  const std::string cue = "<|assistant|>\n";
+  EXPECT_EQ(b.rfind(a.substr(0, a.size() - cue.size()), 0), 0u);
+}
+
+}  // namespace
+}  // namespace talaria
