@@ -9,5 +9,6 @@ namespace talaria::cli {
 void AddTraceCommand(CLI::App& app);
 void AddProfileCommand(CLI::App& app);
 void AddReplayCommand(CLI::App& app);
+void AddServeCommand(CLI::App& app);
 
 }  // namespace talaria::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   talaria::cli::AddTraceCommand(app);
   talaria::cli::AddProfileCommand(app);
   talaria::cli::AddReplayCommand(app);
+  talaria::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -40,8 +40,12 @@ class RealtimeInstance::Events final : public InstanceEvents {
 };
 
 RealtimeInstance::RealtimeInstance(InstanceConfig config, const ProfileSet& profiles,
-                                   std::unique_ptr<Engine> engine, double time_scale)
-    : instance_(std::move(config), profiles), engine_(std::move(engine)), time_scale_(time_scale) {
+                                   std::unique_ptr<Engine> engine, double time_scale,
+                                   std::shared_ptr<const SteadyClock> clock)
+    : instance_(std::move(config), profiles),
+      engine_(std::move(engine)),
+      time_scale_(time_scale),
+      clock_(clock != nullptr ? std::move(clock) : std::make_shared<const SteadyClock>()) {
   TALARIA_CHECK(engine_ != nullptr, "a real-time instance needs an engine");
   if (!(time_scale > 0)) throw InputError("time_scale", "must be greater than 0");
 }
@@ -49,7 +53,7 @@ RealtimeInstance::RealtimeInstance(InstanceConfig config, const ProfileSet& prof
 RealtimeInstance::~RealtimeInstance() { Stop(); }
 
 TimePoint RealtimeInstance::Now() const {
-  return TimePoint(std::chrono::duration_cast<Duration>(clock_.Now().time_since_epoch() * time_scale_));
+  return TimePoint(std::chrono::duration_cast<Duration>(clock_->Now().time_since_epoch() * time_scale_));
 }
 
 void RealtimeInstance::Start() {

@@ -39,8 +39,9 @@ class RealtimeInstance {
   };
 
   // `profiles` must outlive the driver. Throws InputError for a bad config.
+  // `clock` may be shared so several drivers and a gateway agree on time.
   RealtimeInstance(InstanceConfig config, const ProfileSet& profiles, std::unique_ptr<Engine> engine,
-                   double time_scale = 1.0);
+                   double time_scale = 1.0, std::shared_ptr<const SteadyClock> clock = nullptr);
   ~RealtimeInstance();
   RealtimeInstance(const RealtimeInstance&) = delete;
   RealtimeInstance& operator=(const RealtimeInstance&) = delete;
@@ -71,7 +72,7 @@ class RealtimeInstance {
   Instance instance_;
   std::unique_ptr<Engine> engine_;
   double time_scale_;
-  SteadyClock clock_;
+  std::shared_ptr<const SteadyClock> clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Pending>> inbox_;            // guarded by mu_

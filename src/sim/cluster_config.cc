@@ -23,16 +23,24 @@ bool AblationByName(const std::string& name, Ablation& out) {
   return true;
 }
 
-ClusterConfig LoadClusterConfig(const std::string& path) {
-  const toml::table root = ParseTomlFile(path);
+namespace {
+
+ClusterConfig FromTable(const toml::table& root, const std::string& path, const std::string& base_dir) {
   ProblemList problems;
   ClusterConfig c;
   c.source = path;
   TomlSection top(&root, path, "", problems);
   std::string profiles = "../profiles";
   top.Optional("profiles", profiles);
-  const std::filesystem::path base = std::filesystem::path(path).parent_path();
-  c.profiles_dir = (base / profiles).lexically_normal().string();
+  c.profiles_dir = (std::filesystem::path(base_dir) / profiles).lexically_normal().string();
+
+  if (TomlSection s = top.Sub("serve", false); s.present()) {
+    s.Optional("host", c.serve.host);
+    s.Optional("port", c.serve.port, 0, 65535);
+    s.Optional("time_scale", c.serve.time_scale, 1e-3, 1e6);
+    s.Optional("api_keys", c.serve.api_keys);
+    s.RejectUnknown();
+  }
 
   if (TomlSection r = top.Sub("router", false); r.present()) {
     std::string policy = ToString(c.router.policy);
@@ -104,6 +112,25 @@ ClusterConfig LoadClusterConfig(const std::string& path) {
   top.RejectUnknown();
   problems.ThrowIfAny();
   return c;
+}
+
+}  // namespace
+
+ClusterConfig LoadClusterConfig(const std::string& path) {
+  return FromTable(ParseTomlFile(path), path, std::filesystem::path(path).parent_path().string());
+}
+
+ClusterConfig ParseClusterConfig(const std::string& text, const std::string& source,
+                                 const std::string& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto line = e.source().begin.line;
+    throw InputError(line > 0 ? source + ":" + std::to_string(line) : source,
+                     "not valid TOML: " + std::string(e.description()));
+  }
+  return FromTable(root, source, base_dir);
 }
 
 }  // namespace talaria

@@ -12,6 +12,14 @@
 
 namespace talaria {
 
+// How `talaria serve` exposes the cluster ([serve]).
+struct ServeOptions {
+  std::string host = "127.0.0.1";  // loopback unless configured otherwise
+  std::int32_t port = 8080;
+  double time_scale = 1.0;  // emulated seconds per wall second (sim engine)
+  std::vector<std::string> api_keys;  // empty: no authentication
+};
+
 struct ClusterConfig {
   std::string source;        // file it was loaded from
   std::string profiles_dir;  // resolved against the file's directory
@@ -19,7 +27,12 @@ struct ClusterConfig {
   RouterOptions router;              // [router]
   double heartbeat_s = 0.25;         // [router] heartbeat_s
   double overload_max_wait_s = 60;   // [router] overload_max_wait_s
+  ServeOptions serve;                // [serve]
 };
+
+// Parses a cluster config from text (`source` names it in messages).
+ClusterConfig ParseClusterConfig(const std::string& text, const std::string& source,
+                                 const std::string& base_dir);
 
 ClusterConfig LoadClusterConfig(const std::string& path);
 

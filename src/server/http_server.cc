@@ -1,0 +1,335 @@
+// Boost 1.74's asio/awaitable.hpp uses std::exchange without including
+// <utility>; include it first (fixed in later Boost releases).
+#include <utility>
+
+#include "server/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <chrono>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <variant>
+
+#include "core/error.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+std::int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Response JsonResponse(const Request& req, http::status status, const json& body) {
+  Response res{status, req.version()};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::server, "talaria");
+  res.keep_alive(req.keep_alive());
+  res.body() = body.dump();
+  res.prepare_payload();
+  return res;
+}
+
+Response ErrorResponse(const Request& req, const ApiError& e) {
+  Response res = JsonResponse(req, static_cast<http::status>(e.status), e.Body());
+  if (e.status == 429) res.set(http::field::retry_after, "1");
+  return res;
+}
+
+ApiError MakeError(int status, std::string type, std::string code, std::string message) {
+  ApiError e;
+  e.status = status;
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.message = std::move(message);
+  return e;
+}
+
+// What a call's sink reports, marshalled onto the connection's executor.
+struct Event {
+  enum class Kind { kDelta, kDone, kError } kind;
+  std::string text;
+  Usage usage;
+  std::string finish_reason;
+  ApiError error;
+};
+
+struct CallChannel {
+  explicit CallChannel(net::any_io_executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}
+  std::deque<Event> events;
+  net::steady_timer timer;  // cancelled to wake the waiting coroutine
+};
+
+class Sink final : public CompletionSink {
+ public:
+  Sink(net::any_io_executor ex, std::shared_ptr<CallChannel> channel) : ex_(ex), channel_(std::move(channel)) {}
+  void OnDelta(const std::string& text) override { Post(Event{Event::Kind::kDelta, text, {}, {}, {}}); }
+  void OnDone(const Usage& usage, const std::string& finish_reason) override {
+    Post(Event{Event::Kind::kDone, {}, usage, finish_reason, {}});
+  }
+  void OnError(const ApiError& error) override { Post(Event{Event::Kind::kError, {}, {}, {}, error}); }
+
+ private:
+  void Post(Event e) {
+    net::post(ex_, [channel = channel_, e = std::move(e)]() mutable {
+      channel->events.push_back(std::move(e));
+      channel->timer.cancel();
+    });
+  }
+  net::any_io_executor ex_;
+  std::shared_ptr<CallChannel> channel_;
+};
+
+// Waits for the next event of a call.
+net::awaitable<Event> NextEvent(CallChannel& channel) {
+  while (channel.events.empty()) {
+    boost::system::error_code ec;
+    channel.timer.expires_at(std::chrono::steady_clock::time_point::max());
+    co_await channel.timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  Event e = std::move(channel.events.front());
+  channel.events.pop_front();
+  co_return e;
+}
+
+json UsageJson(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+
+// JSON is built outside the coroutines: GCC 12 miscompiles brace-initialised
+// string literals inside coroutine bodies ("array used as initializer").
+Response HealthResponse(const Request& req) { return JsonResponse(req, http::status::ok, json{{"status", "ok"}}); }
+
+Response ModelsResponse(const Request& req, const std::vector<std::string>& models) {
+  json data = json::array();
+  for (const auto& m : models) {
+    data.push_back(json{{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "talaria"}});
+  }
+  return JsonResponse(req, http::status::ok, json{{"object", "list"}, {"data", data}});
+}
+
+Response CompletionResponse(const Request& req, bool chat, const std::string& id, std::int64_t created,
+                            const std::string& model, const std::string& text, const Event& done) {
+  json choice = chat ? json{{"index", 0},
+                            {"message", {{"role", "assistant"}, {"content", text}}},
+                            {"finish_reason", done.finish_reason}}
+                     : json{{"index", 0}, {"text", text}, {"finish_reason", done.finish_reason}};
+  json body = {{"id", id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created},
+               {"model", model},
+               {"choices", json::array({choice})},
+               {"usage", UsageJson(done.usage)}};
+  return JsonResponse(req, http::status::ok, body);
+}
+
+// One server-sent event of a stream: a delta, or the final chunk with usage.
+std::string StreamEvent(bool chat, const std::string& id, std::int64_t created, const std::string& model,
+                        const Event& e, bool first_delta) {
+  json choice;
+  json chunk = {{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model}};
+  if (e.kind == Event::Kind::kDelta) {
+    if (chat) {
+      json delta = {{"content", e.text}};
+      if (first_delta) delta["role"] = "assistant";
+      choice = {{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}};
+    } else {
+      choice = {{"index", 0}, {"text", e.text}, {"finish_reason", nullptr}};
+    }
+  } else if (e.kind == Event::Kind::kDone) {
+    choice = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", e.finish_reason}}
+                  : json{{"index", 0}, {"text", ""}, {"finish_reason", e.finish_reason}};
+    chunk["usage"] = UsageJson(e.usage);
+  } else {
+    return "data: " + e.error.Body().dump() + "\n\n";
+  }
+  chunk["choices"] = json::array({choice});
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+ApiError NotFound(const std::string& path) {
+  return MakeError(404, "invalid_request_error", "not_found", "unknown path " + path);
+}
+
+ApiError MethodNotAllowed(const char* use) {
+  return MakeError(405, "invalid_request_error", "method_not_allowed", std::string("use ") + use);
+}
+
+ApiError Unauthorized(bool missing) {
+  return MakeError(401, "invalid_request_error", "invalid_api_key",
+                   missing ? "missing API key (Authorization: Bearer ...)" : "incorrect API key");
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Gateway& gateway;
+  std::string host;
+  std::uint16_t port;
+  net::io_context io{1};
+  tcp::acceptor acceptor{io};
+  std::thread thread;
+  std::int64_t next_id = 0;
+
+  Impl(Gateway& g, std::string h, std::uint16_t p) : gateway(g), host(std::move(h)), port(p) {}
+
+  net::awaitable<void> Accept() {
+    for (;;) {
+      tcp::socket socket = co_await acceptor.async_accept(net::use_awaitable);
+      net::co_spawn(io, Connection(std::move(socket)), net::detached);
+    }
+  }
+
+  net::awaitable<void> Connection(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    try {
+      for (;;) {
+        Request req;
+        stream.expires_after(std::chrono::seconds(300));
+        co_await http::async_read(stream, buffer, req, net::use_awaitable);
+        stream.expires_never();
+        const bool keep_alive = req.keep_alive();
+        co_await Handle(stream, req);
+        if (!keep_alive) break;
+      }
+    } catch (const boost::system::system_error&) {
+      // Client closed or timed out: nothing to answer.
+    }
+    boost::system::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  net::awaitable<void> Write(beast::tcp_stream& stream, Response res) {
+    co_await http::async_write(stream, res, net::use_awaitable);
+  }
+
+  net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
+    const std::string target(req.target());
+    const std::string path = target.substr(0, target.find('?'));
+    if (req.method() == http::verb::get && path == "/health") {
+      co_return co_await Write(stream, HealthResponse(req));
+    }
+    const bool chat = path == "/v1/chat/completions";
+    if (path != "/v1/models" && !chat && path != "/v1/completions") {
+      co_return co_await Write(stream, ErrorResponse(req, NotFound(path)));
+    }
+    // Client endpoints need a key when keys are configured.
+    std::string key;
+    if (auto auth = req.find(http::field::authorization); auth != req.end()) {
+      const std::string value(auth->value());
+      if (value.rfind("Bearer ", 0) == 0) key = value.substr(7);
+    }
+    if (gateway.RequiresApiKey() && !gateway.ApiKeyAccepted(key)) {
+      co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())));
+    }
+    if (path == "/v1/models") {
+      if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")));
+      co_return co_await Write(stream, ModelsResponse(req, gateway.Models()));
+    }
+    if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")));
+    std::string session_header;
+    if (auto it = req.find("X-Session-Id"); it != req.end()) session_header = std::string(it->value());
+    auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
+    if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e));
+    const CompletionRequest request = std::get<CompletionRequest>(parsed);
+
+    auto executor = co_await net::this_coro::executor;
+    auto channel = std::make_shared<CallChannel>(executor);
+    gateway.Submit(request, key, std::make_shared<Sink>(executor, channel));
+    const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
+    const std::int64_t created = UnixNow();
+
+    if (!request.stream) {
+      std::string text;
+      for (;;) {
+        Event e = co_await NextEvent(*channel);
+        if (e.kind == Event::Kind::kDelta) {
+          text += e.text;
+          continue;
+        }
+        if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error));
+        co_return co_await Write(stream, CompletionResponse(req, chat, id, created, request.model, text, e));
+      }
+    }
+
+    // Streaming: the first event decides between an error response and SSE.
+    Event e = co_await NextEvent(*channel);
+    if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error));
+    http::response<http::empty_body> head{http::status::ok, req.version()};
+    head.set(http::field::content_type, "text/event-stream");
+    head.set(http::field::cache_control, "no-cache");
+    head.set(http::field::server, "talaria");
+    head.keep_alive(req.keep_alive());
+    head.chunked(true);
+    http::response_serializer<http::empty_body> serializer{head};
+    co_await http::async_write_header(stream, serializer, net::use_awaitable);
+    bool first_delta = true;
+    for (;;) {
+      const std::string line = StreamEvent(chat, id, created, request.model, e, first_delta);
+      if (e.kind == Event::Kind::kDelta) first_delta = false;
+      co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(line)), net::use_awaitable);
+      if (e.kind != Event::Kind::kDelta) break;  // done, or an error reported in-stream
+      e = co_await NextEvent(*channel);
+    }
+    const std::string done = "data: [DONE]\n\n";
+    co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(done)), net::use_awaitable);
+    co_await net::async_write(stream.socket(), http::make_chunk_last(), net::use_awaitable);
+  }
+};
+
+HttpServer::HttpServer(Gateway& gateway, std::string host, std::uint16_t port)
+    : impl_(std::make_unique<Impl>(gateway, std::move(host), port)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+std::uint16_t HttpServer::Start() {
+  boost::system::error_code ec;
+  const auto address = net::ip::make_address(impl_->host, ec);
+  if (ec) throw InputError("serve.host", "'" + impl_->host + "' is not an IP address");
+  const tcp::endpoint endpoint{address, impl_->port};
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    throw InputError("serve", "cannot listen on " + impl_->host + ":" + std::to_string(impl_->port) + ": " +
+                                  ec.message());
+  }
+  net::co_spawn(impl_->io, impl_->Accept(), net::detached);
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+  return impl_->acceptor.local_endpoint().port();
+}
+
+void HttpServer::Stop() {
+  if (!impl_) return;
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void HttpServer::WaitForSignal() {
+  net::io_context signals_io;
+  net::signal_set signals(signals_io, SIGINT, SIGTERM);
+  signals.async_wait([](const boost::system::error_code&, int) {});
+  signals_io.run();
+}
+
+}  // namespace talaria

@@ -1,0 +1,173 @@
+#include <utility>  // before Boost 1.74's asio (see http_server.cc)
+
+#include "server/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "instance/test_profiles.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+  json Json() const { return json::parse(body); }
+};
+
+// A gateway over one tiny emulated instance, 1,000x faster than real time,
+// served on an ephemeral loopback port.
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(std::vector<std::string> keys = {}) {
+    ModelProfile p = testing::TinyProfile("m");
+    p.max_context_tokens = 4096;
+    profiles_.Add(p);
+    ClusterConfig c;
+    c.source = "test";
+    InstanceConfig ic;
+    ic.name = "i0";
+    ic.models = {"m"};
+    ic.tp = 1;
+    ic.bump_fraction = 1.0;
+    ic.runtime_gib = 1;
+    ic.graph_pool_gib = 1;
+    ic.non_bump_reserved_gib = 0;
+    c.instances.push_back(ic);
+    c.serve.time_scale = 1000;
+    c.serve.api_keys = std::move(keys);
+    c.heartbeat_s = 0.25;
+    gateway_ = std::make_unique<Gateway>(c, profiles_);
+    gateway_->Start();
+    server_ = std::make_unique<HttpServer>(*gateway_, "127.0.0.1", 0);
+    port_ = server_->Start();
+  }
+
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (gateway_) gateway_->Stop();
+  }
+
+  Reply Call(http::verb verb, const std::string& target, const std::string& body = "",
+             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    net::io_context io;
+    tcp::socket socket(io);
+    socket.connect({net::ip::make_address("127.0.0.1"), port_});
+    http::request<http::string_body> req{verb, target, 11};
+    req.set(http::field::host, "localhost");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (!body.empty()) {
+      req.set(http::field::content_type, "application/json");
+      req.body() = body;
+      req.prepare_payload();
+    }
+    http::write(socket, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    Reply r;
+    r.status = static_cast<int>(res.result_int());
+    r.body = res.body();
+    if (auto it = res.find(http::field::retry_after); it != res.end()) r.retry_after = std::string(it->value());
+    return r;
+  }
+
+  Reply Chat(const std::string& body, const std::string& session = "", const std::string& key = "") {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!session.empty()) headers.emplace_back("X-Session-Id", session);
+    if (!key.empty()) headers.emplace_back("Authorization", "Bearer " + key);
+    return Call(http::verb::post, "/v1/chat/completions", body, headers);
+  }
+
+  ProfileSet profiles_;
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpServer> server_;
+  std::uint16_t port_ = 0;
+};
+
+TEST_F(HttpServerTest, HealthAndModels) {
+  StartServer();
+  EXPECT_EQ(Call(http::verb::get, "/health").status, 200);
+  const Reply models = Call(http::verb::get, "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.Json()["data"][0]["id"], "m");
+  EXPECT_EQ(Call(http::verb::get, "/nope").status, 404);
+}
+
+TEST_F(HttpServerTest, ChatCompletionAndASessionContinuationHitsTheCache) {
+  StartServer();
+  const std::string turn1 = R"({"model":"m","max_tokens":8,"messages":[{"role":"system","content":")" +
+                            std::string(300, 's') + R"("},{"role":"user","content":"fix the bug"}]})";
+  const Reply a = Chat(turn1, "task-1");
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json ja = a.Json();
+  EXPECT_EQ(ja["object"], "chat.completion");
+  const std::string answer = ja["choices"][0]["message"]["content"];
+  EXPECT_NE(answer.find("filler"), std::string::npos);  // sim engine: deterministic filler
+  EXPECT_EQ(ja["usage"]["completion_tokens"], 8);
+  const std::int64_t prompt1 = ja["usage"]["prompt_tokens"];
+  EXPECT_GT(prompt1, 300);
+  EXPECT_EQ(ja["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+  json turn2 = json::parse(turn1);
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", answer}});
+  turn2["messages"].push_back({{"role", "tool"}, {"content", "tests pass"}});
+  const Reply b = Chat(turn2.dump(), "task-1");
+  ASSERT_EQ(b.status, 200) << b.body;
+  const std::int64_t cached = b.Json()["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, 256);            // the previous prompt's full blocks
+  EXPECT_LT(cached, prompt1 + 64);
+  // Another tenant's identical session id is a different session.
+  const Reply c = Chat(turn2.dump(), "task-1-other");
+  EXPECT_EQ(c.Json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST_F(HttpServerTest, StreamingSendsServerSentEventsEndingWithDone) {
+  StartServer();
+  const Reply r = Chat(R"({"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("data: {"), std::string::npos);
+  EXPECT_NE(r.body.find("chat.completion.chunk"), std::string::npos);
+  EXPECT_NE(r.body.find(R"("role":"assistant")"), std::string::npos);
+  EXPECT_NE(r.body.find(R"("finish_reason":"length")"), std::string::npos);
+  EXPECT_EQ(r.body.rfind("data: [DONE]\n\n"), r.body.size() - 14);
+}
+
+TEST_F(HttpServerTest, BadRequestsGetOpenAiErrorBodies) {
+  StartServer();
+  const Reply malformed = Chat("{\"model\":");
+  EXPECT_EQ(malformed.status, 400);
+  EXPECT_TRUE(malformed.Json()["error"]["param"].is_null());
+  const Reply missing = Chat(R"({"model":"m"})");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_EQ(missing.Json()["error"]["param"], "messages");
+  const Reply unknown = Chat(R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.Json()["error"]["code"], "model_not_found");
+  const Reply too_long = Chat(R"({"model":"m","max_tokens":32000,"messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(too_long.Json()["error"]["code"], "context_length_exceeded");
+}
+
+TEST_F(HttpServerTest, ApiKeysAreRequiredWhenConfigured) {
+  StartServer({"k1"});
+  const std::string body = R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]})";
+  EXPECT_EQ(Chat(body).status, 401);
+  EXPECT_EQ(Chat(body, "", "wrong").status, 401);
+  EXPECT_EQ(Chat(body, "", "k1").status, 200);
+  EXPECT_EQ(Call(http::verb::get, "/v1/models").status, 401);
+  EXPECT_EQ(Call(http::verb::get, "/health").status, 200);  // health stays open
+}
+
+}  // namespace
+}  // namespace talaria
