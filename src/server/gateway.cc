@@ -60,6 +60,8 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles)
   for (const auto& ic : cluster.instances) {
     instances_.push_back(std::make_unique<RealtimeInstance>(ic, profiles, std::make_unique<SimEngine>(),
                                                             serve_.time_scale, clock_));
+    instances_.back()->SetSwitchObserver(
+        [this](const SwitchRecord& r) { metrics_.switches.Add(ToString(r.path)); });
     for (const auto& m : ic.models) {
       const ModelProfile* p = profiles.Find(m, ic.tp);
       const std::int64_t limit = p != nullptr ? p->max_context_tokens : 0;
@@ -185,7 +187,7 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
     c.prefix_tokens = prefix;
   }
   if (d.instance < 0) {
-    ++counters_.rejected_overload;
+    metrics_.rejected.Add(ToString(d.overload));
     ApiError e;
     e.status = 429;
     e.type = "rate_limit_error";
@@ -194,7 +196,8 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
     call->sink->OnError(e);
     return;
   }
-  ++counters_.accepted;
+  ++metrics_.accepted;
+  if (call_index > 0) ++(d.lease_hit ? metrics_.lease_hits : metrics_.lease_misses);
   call->instance = d.instance;
   c.session_id = call->scoped_session;
   c.call_index = call_index;
@@ -225,7 +228,12 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
       s.context = call->prompt;
       AppendBytes(s.context, call->output_text);
     }
-    ++counters_.completed;
+    ++metrics_.completed;
+    metrics_.kv_source.Add(ToString(rec.kv_source));
+    const double ttft = ToSeconds(rec.first_token - rec.arrived);
+    metrics_.ttft_s.Observe(ttft);
+    metrics_.call_s.Observe(ToSeconds(rec.finished - rec.arrived));
+    if (output > 1) metrics_.tpot_s.Observe(ToSeconds(rec.finished - rec.first_token) / static_cast<double>(output - 1));
     Usage u;
     u.prompt_tokens = static_cast<std::int64_t>(call->prompt.size());
     u.completion_tokens = output;

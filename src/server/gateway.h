@@ -24,6 +24,7 @@
 
 #include "profile/profile.h"
 #include "router/router.h"
+#include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/realtime_instance.h"
 #include "sim/cluster_config.h"
@@ -45,13 +46,6 @@ class CompletionSink {
   virtual void OnError(const ApiError& error) = 0;
 };
 
-struct GatewayCounters {
-  std::atomic<std::int64_t> accepted{0};
-  std::atomic<std::int64_t> completed{0};
-  std::atomic<std::int64_t> failed{0};
-  std::atomic<std::int64_t> rejected_overload{0};
-};
-
 class Gateway {
  public:
   Gateway(const ClusterConfig& cluster, const ProfileSet& profiles);
@@ -71,7 +65,9 @@ class Gateway {
   std::vector<std::string> Models() const;
   bool ApiKeyAccepted(const std::string& key) const;
   bool RequiresApiKey() const { return !serve_.api_keys.empty(); }
-  const GatewayCounters& counters() const { return counters_; }
+  ServerMetrics& metrics() { return metrics_; }
+  // Marks an accepted call as failed after the fact (e.g. its client left).
+  void CountFailed() { ++metrics_.failed; }
 
   // The deterministic filler text of output token `index` (sim engine).
   static std::string FillerToken(std::int64_t index);
@@ -98,7 +94,7 @@ class Gateway {
   std::unordered_map<std::string, SessionState> sessions_;
   std::int64_t next_id_ = 0;
 
-  GatewayCounters counters_;
+  ServerMetrics metrics_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };

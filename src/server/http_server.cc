@@ -165,6 +165,15 @@ std::string StreamEvent(bool chat, const std::string& id, std::int64_t created, 
   return "data: " + chunk.dump() + "\n\n";
 }
 
+Response MetricsResponse(const Request& req, std::string text) {
+  Response res{http::status::ok, req.version()};
+  res.set(http::field::content_type, "text/plain; version=0.0.4");
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(text);
+  res.prepare_payload();
+  return res;
+}
+
 ApiError NotFound(const std::string& path) {
   return MakeError(404, "invalid_request_error", "not_found", "unknown path " + path);
 }
@@ -218,19 +227,26 @@ struct HttpServer::Impl {
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 
-  net::awaitable<void> Write(beast::tcp_stream& stream, Response res) {
+  net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
+    gateway.metrics().requests.Add(endpoint + "," + std::to_string(res.result_int()));
     co_await http::async_write(stream, res, net::use_awaitable);
   }
 
   net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
     const std::string target(req.target());
     const std::string path = target.substr(0, target.find('?'));
+    const bool known = path == "/health" || path == "/metrics" || path == "/v1/models" ||
+                       path == "/v1/chat/completions" || path == "/v1/completions";
+    const std::string label = known ? path : "other";  // bounded label values
     if (req.method() == http::verb::get && path == "/health") {
-      co_return co_await Write(stream, HealthResponse(req));
+      co_return co_await Write(stream, HealthResponse(req), label);
+    }
+    if (req.method() == http::verb::get && path == "/metrics") {
+      co_return co_await Write(stream, MetricsResponse(req, gateway.metrics().Render()), label);
     }
     const bool chat = path == "/v1/chat/completions";
     if (path != "/v1/models" && !chat && path != "/v1/completions") {
-      co_return co_await Write(stream, ErrorResponse(req, NotFound(path)));
+      co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), label);
     }
     // Client endpoints need a key when keys are configured.
     std::string key;
@@ -239,17 +255,17 @@ struct HttpServer::Impl {
       if (value.rfind("Bearer ", 0) == 0) key = value.substr(7);
     }
     if (gateway.RequiresApiKey() && !gateway.ApiKeyAccepted(key)) {
-      co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())));
+      co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
     }
     if (path == "/v1/models") {
-      if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")));
-      co_return co_await Write(stream, ModelsResponse(req, gateway.Models()));
+      if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);
+      co_return co_await Write(stream, ModelsResponse(req, gateway.Models()), label);
     }
-    if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")));
+    if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")), label);
     std::string session_header;
     if (auto it = req.find("X-Session-Id"); it != req.end()) session_header = std::string(it->value());
     auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
-    if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e));
+    if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e), label);
     const CompletionRequest request = std::get<CompletionRequest>(parsed);
 
     auto executor = co_await net::this_coro::executor;
@@ -266,14 +282,14 @@ struct HttpServer::Impl {
           text += e.text;
           continue;
         }
-        if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error));
-        co_return co_await Write(stream, CompletionResponse(req, chat, id, created, request.model, text, e));
+        if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
+        co_return co_await Write(stream, CompletionResponse(req, chat, id, created, request.model, text, e), label);
       }
     }
 
     // Streaming: the first event decides between an error response and SSE.
     Event e = co_await NextEvent(*channel);
-    if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error));
+    if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
     http::response<http::empty_body> head{http::status::ok, req.version()};
     head.set(http::field::content_type, "text/event-stream");
     head.set(http::field::cache_control, "no-cache");
@@ -281,6 +297,7 @@ struct HttpServer::Impl {
     head.keep_alive(req.keep_alive());
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
+    gateway.metrics().requests.Add(label + ",200");
     co_await http::async_write_header(stream, serializer, net::use_awaitable);
     bool first_delta = true;
     for (;;) {

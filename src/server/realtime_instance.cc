@@ -32,7 +32,9 @@ class RealtimeInstance::Events final : public InstanceEvents {
       owner_.deferred_.push_back([done, record] { done->callbacks.on_finished(record); });
     }
   }
-  void OnSwitch(const SwitchRecord&) override {}
+  void OnSwitch(const SwitchRecord& record) override {
+    if (owner_.on_switch_) owner_.deferred_.push_back([f = owner_.on_switch_, record] { f(record); });
+  }
   void OnRound(const RoundRecord&) override {}
 
  private:

@@ -51,6 +51,10 @@ class RealtimeInstance {
   // Stops the thread; calls still in flight get no further callbacks.
   void Stop();
 
+  // Called (on the driver thread, unlocked) after every model switch.
+  // REQUIRES: before Start().
+  void SetSwitchObserver(std::function<void(const SwitchRecord&)> observer) { on_switch_ = std::move(observer); }
+
   // Queues a call; `call.chain` is copied, so the caller need not keep it.
   void Submit(CallRequest call, Callbacks callbacks);
   InstanceTelemetry Snapshot();
@@ -79,6 +83,7 @@ class RealtimeInstance {
   std::unordered_map<std::int64_t, std::unique_ptr<Pending>> in_flight_;  // driver thread only
   bool stop_ = false;                                      // guarded by mu_
   std::vector<std::function<void()>> deferred_;            // callbacks to run unlocked
+  std::function<void(const SwitchRecord&)> on_switch_;
   std::thread thread_;
 };
 

@@ -1,0 +1,101 @@
+#include "server/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace talaria {
+namespace {
+
+std::string Number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+void Counter(std::string& out, const std::string& name, const std::string& help, std::uint64_t value) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+         std::to_string(value) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {}
+
+void Histogram::Observe(double value) {
+  std::size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_micros_.fetch_add(static_cast<std::uint64_t>(std::llround(std::max(0.0, value) * 1e6)),
+                        std::memory_order_relaxed);
+}
+
+void Histogram::Render(std::string& out, const std::string& name, const std::string& help) const {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    out += name + "_bucket{le=\"" + Number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += buckets_.back().load(std::memory_order_relaxed);
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += name + "_sum " + Number(static_cast<double>(sum_micros_.load()) * 1e-6) + "\n";
+  out += name + "_count " + std::to_string(count_.load()) + "\n";
+}
+
+void LabeledCounter::Add(const std::string& label, std::uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  values_[label] += n;
+}
+
+std::uint64_t LabeledCounter::Get(const std::string& label) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(label);
+  return it == values_.end() ? 0 : it->second;
+}
+
+void LabeledCounter::Render(std::string& out, const std::string& name, const std::string& label_name,
+                            const std::string& help) const {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [label, value] : values_) {
+    // A label of "a,b" with label_name "x,y" becomes {x="a",y="b"}.
+    std::string labels;
+    std::size_t ls = 0, ns = 0;
+    while (ls <= label.size() && ns <= label_name.size()) {
+      auto lc = label.find(',', ls);
+      auto nc = label_name.find(',', ns);
+      if (lc == std::string::npos) lc = label.size();
+      if (nc == std::string::npos) nc = label_name.size();
+      if (!labels.empty()) labels += ",";
+      labels += label_name.substr(ns, nc - ns) + "=\"" + label.substr(ls, lc - ls) + "\"";
+      ls = lc + 1;
+      ns = nc + 1;
+    }
+    out += name + "{" + labels + "} " + std::to_string(value) + "\n";
+  }
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_s({0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 60}),
+      tpot_s({0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1}),
+      call_s({0.1, 0.5, 1, 2, 5, 10, 20, 60, 120, 300}) {}
+
+std::string ServerMetrics::Render() const {
+  std::string out;
+  requests.Render(out, "talaria_http_requests_total", "endpoint,status", "HTTP requests by endpoint and status");
+  Counter(out, "talaria_calls_accepted_total", "calls placed on an instance", accepted.load());
+  Counter(out, "talaria_calls_completed_total", "accepted calls that finished", completed.load());
+  Counter(out, "talaria_calls_failed_total", "accepted calls that ended in an error", failed.load());
+  rejected.Render(out, "talaria_calls_rejected_total", "reason", "calls no instance could take, by reason");
+  kv_source.Render(out, "talaria_kv_source_total", "source", "where a call's prefix KV came from");
+  switches.Render(out, "talaria_model_switches_total", "path", "model switches by path (d2d, partial, h2d)");
+  Counter(out, "talaria_lease_hits_total", "returns routed by their session's lease", lease_hits.load());
+  Counter(out, "talaria_lease_misses_total", "returns placed by cost", lease_misses.load());
+  ttft_s.Render(out, "talaria_ttft_seconds", "time to first token (emulated seconds)");
+  tpot_s.Render(out, "talaria_tpot_seconds", "mean time per output token after the first (emulated seconds)");
+  call_s.Render(out, "talaria_call_seconds", "call latency, arrival to last token (emulated seconds)");
+  return out;
+}
+
+}  // namespace talaria

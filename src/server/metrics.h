@@ -1,0 +1,61 @@
+// Prometheus text-format metrics for the servers: counters and fixed-bucket
+// histograms, lock-free to update from any thread. Render() writes the
+// exposition format (text/plain; version=0.0.4).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace talaria {
+
+class Histogram {
+ public:
+  // Upper bounds in seconds, ascending; +Inf is implicit.
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double value);
+  void Render(std::string& out, const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::atomic<std::uint64_t>> buckets_;  // one per bound, plus +Inf
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> sum_micros_{0};
+};
+
+// Counters keyed by a label value, created on first use.
+class LabeledCounter {
+ public:
+  void Add(const std::string& label, std::uint64_t n = 1);
+  std::uint64_t Get(const std::string& label) const;
+  void Render(std::string& out, const std::string& name, const std::string& label_name,
+              const std::string& help) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::uint64_t> values_;
+};
+
+struct ServerMetrics {
+  ServerMetrics();
+  LabeledCounter requests;   // by "endpoint,status"
+  std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t> failed{0};
+  LabeledCounter rejected;   // by reason
+  LabeledCounter kv_source;  // device / host / recompute
+  LabeledCounter switches;   // by path
+  std::atomic<std::uint64_t> lease_hits{0};
+  std::atomic<std::uint64_t> lease_misses{0};
+  Histogram ttft_s;
+  Histogram tpot_s;
+  Histogram call_s;  // first intended byte to last token of a call
+
+  std::string Render() const;
+};
+
+}  // namespace talaria
