@@ -703,6 +703,25 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
   return true;
 }
 
+bool Instance::Cancel(std::int64_t call_id) {
+  TALARIA_CHECK(!in_flight_, "Cancel while a step is in flight");
+  auto it = requests_.find(call_id);
+  if (it == requests_.end()) return false;
+  Request& r = *it->second;
+  Model& m = *models_[static_cast<std::size_t>(r.model)];
+  std::erase(m.queue, &r);
+  std::erase(m.running, &r);
+  if (!r.blocks.empty()) pool_.Free(r.blocks);  // includes the session's reused device blocks
+  if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, r.prompt_chain(config_.block_tokens), r.pinned_host_blocks);
+  if (auto s = sessions_.find(r.call.session_id); s != sessions_.end() && s->second->busy) {
+    s->second->busy = false;
+    s->second->blocks.clear();
+  }
+  ++counters_.cancelled;
+  requests_.erase(it);
+  return true;
+}
+
 void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   Model& m = *models_[static_cast<std::size_t>(r.model)];
   Session& s = SessionFor(r.call.session_id);

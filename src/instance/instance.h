@@ -129,6 +129,7 @@ struct InstanceCounters {
   std::int64_t preemptions = 0;           // running calls swapped out at a slot end
   std::int64_t model_opens = 0;           // full opens of a model that was not resident
   std::int64_t model_closes = 0;          // resident models closed to make room
+  std::int64_t cancelled = 0;             // calls dropped before finishing
   std::int64_t holds = 0;                 // slots held open for a return
   std::int64_t hold_hits = 0;             // held slots a return then entered
   std::int64_t rounds = 0;
@@ -168,6 +169,11 @@ class Instance {
 
   // A call arrives. REQUIRES: Hosts(call.model).
   void Enqueue(const CallRequest& call, TimePoint now);
+
+  // Drops a call that has not finished (its client went away): out of its
+  // queue or its decode batch, its KV blocks freed, no further events.
+  // False if the call is unknown (already finished). REQUIRES: !busy().
+  bool Cancel(std::int64_t call_id);
 
   // The next step to run from `now`, or kIdle when there is nothing to do
   // until the next arrival. `horizon` is the next time anything outside the

@@ -122,8 +122,15 @@ bool Gateway::ApiKeyAccepted(const std::string& key) const {
          std::find(serve_.api_keys.begin(), serve_.api_keys.end(), key) != serve_.api_keys.end();
 }
 
-void Gateway::Submit(const CompletionRequest& request, const std::string& api_key,
-                     std::shared_ptr<CompletionSink> sink) {
+bool Gateway::Cancel(const CallHandle& handle) {
+  if (handle.instance < 0 || handle.instance >= static_cast<std::int32_t>(instances_.size())) return false;
+  if (!instances_[static_cast<std::size_t>(handle.instance)]->Cancel(handle.id)) return false;
+  ++metrics_.failed;
+  return true;
+}
+
+CallHandle Gateway::Submit(const CompletionRequest& request, const std::string& api_key,
+                           std::shared_ptr<CompletionSink> sink) {
   auto limit = model_context_.find(request.model);
   if (limit == model_context_.end()) {
     ApiError e;
@@ -132,7 +139,7 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
     e.code = "model_not_found";
     e.message = "the model '" + request.model + "' does not exist";
     sink->OnError(e);
-    return;
+    return {};
   }
   auto call = std::make_shared<CallState>();
   call->sink = std::move(sink);
@@ -153,7 +160,7 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
                 " tokens; the request has " + std::to_string(prompt_tokens) + " prompt tokens and asks for " +
                 std::to_string(request.max_tokens);
     call->sink->OnError(e);
-    return;
+    return {};
   }
   HashTokenBlocks(call->prompt, block_tokens_, call->chain);
 
@@ -194,7 +201,7 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
     e.code = "no_capacity";
     e.message = std::string("no instance can take this call now (") + ToString(d.overload) + "); retry later";
     call->sink->OnError(e);
-    return;
+    return {};
   }
   ++metrics_.accepted;
   if (call_index > 0) ++(d.lease_hit ? metrics_.lease_hits : metrics_.lease_misses);
@@ -240,7 +247,9 @@ void Gateway::Submit(const CompletionRequest& request, const std::string& api_ke
     u.cached_tokens = rec.reused_tokens;
     call->sink->OnDone(u, "length");
   };
+  const CallHandle handle{d.instance, c.id};
   instances_[static_cast<std::size_t>(d.instance)]->Submit(c, std::move(cb));
+  return handle;
 }
 
 }  // namespace talaria

@@ -37,6 +37,12 @@ struct Usage {
   std::int64_t cached_tokens = 0;
 };
 
+// Names a call placed on an instance, for cancellation.
+struct CallHandle {
+  std::int32_t instance = -1;  // -1: the call was not placed (its sink got an error)
+  std::int64_t id = -1;
+};
+
 // Receives one call's output. Exactly one of OnDone / OnError ends a call.
 class CompletionSink {
  public:
@@ -58,16 +64,18 @@ class Gateway {
 
   // Places and runs one call; the sink hears the outcome. `api_key` scopes
   // the session id.
-  void Submit(const CompletionRequest& request, const std::string& api_key,
-              std::shared_ptr<CompletionSink> sink);
+  CallHandle Submit(const CompletionRequest& request, const std::string& api_key,
+                    std::shared_ptr<CompletionSink> sink);
+  // The client went away: drop the call, freeing its slot and KV. Counts it
+  // failed unless it had already finished. Returns whether it was dropped.
+  bool Cancel(const CallHandle& handle);
 
   // Models any instance serves, sorted.
   std::vector<std::string> Models() const;
   bool ApiKeyAccepted(const std::string& key) const;
   bool RequiresApiKey() const { return !serve_.api_keys.empty(); }
   ServerMetrics& metrics() { return metrics_; }
-  // Marks an accepted call as failed after the fact (e.g. its client left).
-  void CountFailed() { ++metrics_.failed; }
+
 
   // The deterministic filler text of output token `index` (sim engine).
   static std::string FillerToken(std::int64_t index);

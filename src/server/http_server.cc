@@ -270,7 +270,7 @@ struct HttpServer::Impl {
 
     auto executor = co_await net::this_coro::executor;
     auto channel = std::make_shared<CallChannel>(executor);
-    gateway.Submit(request, key, std::make_shared<Sink>(executor, channel));
+    const CallHandle handle = gateway.Submit(request, key, std::make_shared<Sink>(executor, channel));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     const std::int64_t created = UnixNow();
 
@@ -298,14 +298,19 @@ struct HttpServer::Impl {
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
     gateway.metrics().requests.Add(label + ",200");
-    co_await http::async_write_header(stream, serializer, net::use_awaitable);
-    bool first_delta = true;
-    for (;;) {
-      const std::string line = StreamEvent(chat, id, created, request.model, e, first_delta);
-      if (e.kind == Event::Kind::kDelta) first_delta = false;
-      co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(line)), net::use_awaitable);
-      if (e.kind != Event::Kind::kDelta) break;  // done, or an error reported in-stream
-      e = co_await NextEvent(*channel);
+    try {
+      co_await http::async_write_header(stream, serializer, net::use_awaitable);
+      bool first_delta = true;
+      for (;;) {
+        const std::string line = StreamEvent(chat, id, created, request.model, e, first_delta);
+        if (e.kind == Event::Kind::kDelta) first_delta = false;
+        co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(line)), net::use_awaitable);
+        if (e.kind != Event::Kind::kDelta) break;  // done, or an error reported in-stream
+        e = co_await NextEvent(*channel);
+      }
+    } catch (const boost::system::system_error&) {
+      gateway.Cancel(handle);  // the client left mid-stream: free its slot and KV
+      throw;
     }
     const std::string done = "data: [DONE]\n\n";
     co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(done)), net::use_awaitable);

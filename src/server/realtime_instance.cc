@@ -86,6 +86,23 @@ void RealtimeInstance::Submit(CallRequest call, Callbacks callbacks) {
   cv_.notify_all();
 }
 
+bool RealtimeInstance::Cancel(std::int64_t call_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Still waiting in the inbox: never reached the scheduler.
+    for (auto it = inbox_.begin(); it != inbox_.end(); ++it) {
+      if ((*it)->call.id == call_id) {
+        inbox_.erase(it);
+        return true;
+      }
+    }
+    if (in_flight_.erase(call_id) == 0) return false;  // finished already
+    cancels_.push_back(call_id);  // the scheduler drops it between steps
+  }
+  cv_.notify_all();
+  return true;
+}
+
 InstanceTelemetry RealtimeInstance::Snapshot() {
   InstanceTelemetry t;
   std::lock_guard<std::mutex> lock(mu_);
@@ -98,6 +115,8 @@ void RealtimeInstance::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     const TimePoint now = Now();
+    for (std::int64_t id : cancels_) instance_.Cancel(id);
+    cancels_.clear();
     while (!inbox_.empty()) {
       std::unique_ptr<Pending> p = std::move(inbox_.front());
       inbox_.pop_front();
@@ -109,7 +128,7 @@ void RealtimeInstance::Loop() {
     const Instance::Step& step = instance_.Plan(now, now);
     if (step.kind == Instance::Step::Kind::kIdle) {
       const auto wake = step.wake_at;
-      const auto has_work = [&] { return stop_ || !inbox_.empty(); };
+      const auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); };
       if (wake == TimePoint::max()) {
         cv_.wait(lock, has_work);
       } else {

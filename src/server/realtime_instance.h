@@ -57,6 +57,10 @@ class RealtimeInstance {
 
   // Queues a call; `call.chain` is copied, so the caller need not keep it.
   void Submit(CallRequest call, Callbacks callbacks);
+  // Drops a call that has not finished: no further callbacks for it, and its
+  // slot and KV are freed at the next step boundary. False if it already
+  // finished (its completion callback runs or has run).
+  bool Cancel(std::int64_t call_id);
   InstanceTelemetry Snapshot();
   bool Hosts(const std::string& model) const { return instance_.Hosts(model); }
   const std::string& name() const { return instance_.name(); }
@@ -80,7 +84,8 @@ class RealtimeInstance {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Pending>> inbox_;            // guarded by mu_
-  std::unordered_map<std::int64_t, std::unique_ptr<Pending>> in_flight_;  // driver thread only
+  std::unordered_map<std::int64_t, std::unique_ptr<Pending>> in_flight_;  // guarded by mu_
+  std::vector<std::int64_t> cancels_;                                     // guarded by mu_
   bool stop_ = false;                                      // guarded by mu_
   std::vector<std::function<void()>> deferred_;            // callbacks to run unlocked
   std::function<void(const SwitchRecord&)> on_switch_;

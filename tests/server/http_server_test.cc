@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include "instance/test_profiles.h"
 
 namespace talaria {
@@ -47,6 +50,11 @@ class HttpServerTest : public ::testing::Test {
     c.serve.time_scale = 1000;
     c.serve.api_keys = std::move(keys);
     c.heartbeat_s = 0.25;
+    // Emulated time runs 1,000x faster than the wall, so a slow (sanitizer)
+    // build looks overloaded to Eq.5 admission; these tests check the API,
+    // not shedding, so the gateway queues instead of answering 429.
+    c.router.admission_control = false;
+    c.router.stale_after_s = 1e6;  // a heartbeat is 0.25 ms of wall time at this scale
     gateway_ = std::make_unique<Gateway>(c, profiles_);
     gateway_->Start();
     server_ = std::make_unique<HttpServer>(*gateway_, "127.0.0.1", 0);
@@ -157,6 +165,91 @@ TEST_F(HttpServerTest, BadRequestsGetOpenAiErrorBodies) {
   const Reply too_long = Chat(R"({"model":"m","max_tokens":32000,"messages":[{"role":"user","content":"x"}]})");
   EXPECT_EQ(too_long.status, 400);
   EXPECT_EQ(too_long.Json()["error"]["code"], "context_length_exceeded");
+}
+
+std::uint64_t MetricValue(const std::string& metrics, const std::string& name) {
+  const auto pos = metrics.find("\n" + name + " ");
+  if (pos == std::string::npos) return 0;
+  return std::stoull(metrics.substr(pos + name.size() + 2));
+}
+
+// A streaming client that leaves mid-stream frees its call: counted failed,
+// never completed, and its session's device KV is gone.
+TEST_F(HttpServerTest, ClientDisconnectMidStreamCancelsTheCall) {
+  StartServer();
+  {
+    net::io_context io;
+    tcp::socket socket(io);
+    socket.connect({net::ip::make_address("127.0.0.1"), port_});
+    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
+    req.set(http::field::host, "localhost");
+    req.set("X-Session-Id", "leaver");
+    req.body() = R"({"model":"m","max_tokens":3000,"stream":true,"messages":[{"role":"user","content":"long"}]})";
+    req.prepare_payload();
+    http::write(socket, req);
+    char first[256];
+    socket.read_some(net::buffer(first));  // the headers and a chunk or two
+    socket.close();                          // then leave
+  }
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {  // the server notices at its next write
+    metrics = Call(http::verb::get, "/metrics").body;
+    if (MetricValue(metrics, "talaria_calls_failed_total") == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(MetricValue(metrics, "talaria_calls_failed_total"), 1u);
+  EXPECT_EQ(MetricValue(metrics, "talaria_calls_completed_total"), 0u);
+  EXPECT_EQ(MetricValue(metrics, "talaria_calls_accepted_total"), 1u);
+}
+
+// Under concurrent load, with some clients leaving mid-stream, every
+// accepted call ends as completed or failed.
+TEST_F(HttpServerTest, UnderLoadAcceptedEqualsCompletedPlusFailed) {
+  StartServer();
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int k = 0; k < 4; ++k) {
+        const std::string session = "load-" + std::to_string(t);
+        const bool stream = (t + k) % 3 == 0;
+        const std::string body = std::string(R"({"model":"m","max_tokens":)") + (stream ? "400" : "20") +
+                                 R"(,"stream":)" + (stream ? "true" : "false") +
+                                 R"(,"messages":[{"role":"user","content":"turn )" + std::to_string(k) + R"("}]})";
+        if (stream && t % 2 == 0) {  // leave early
+          net::io_context io;
+          tcp::socket socket(io);
+          socket.connect({net::ip::make_address("127.0.0.1"), port_});
+          http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
+          req.set(http::field::host, "localhost");
+          req.set("X-Session-Id", session);
+          req.body() = body;
+          req.prepare_payload();
+          http::write(socket, req);
+          char some[64];
+          socket.read_some(net::buffer(some));
+          continue;  // the socket closes here
+        }
+        if (Chat(body, session).status == 200) ++ok;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  std::string metrics;
+  for (int i = 0; i < 2000; ++i) {  // a leaver is noticed at its next token
+    metrics = Call(http::verb::get, "/metrics").body;
+    const auto accepted = MetricValue(metrics, "talaria_calls_accepted_total");
+    if (accepted == MetricValue(metrics, "talaria_calls_completed_total") +
+                        MetricValue(metrics, "talaria_calls_failed_total")) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto accepted = MetricValue(metrics, "talaria_calls_accepted_total");
+  EXPECT_EQ(accepted, 32u);
+  EXPECT_EQ(accepted, MetricValue(metrics, "talaria_calls_completed_total") +
+                          MetricValue(metrics, "talaria_calls_failed_total"));
+  EXPECT_EQ(ok.load(), 32 - 6);  // every client that stayed (all but 6 leavers) got its answer
 }
 
 TEST_F(HttpServerTest, ApiKeysAreRequiredWhenConfigured) {
