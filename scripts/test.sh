@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine (packages, Release build) and runs every
-# test: the Release tree, then the same tests under AddressSanitizer and
+# Sets up a fresh Debian 12 machine (packages, Release build, Node.js and the
+# openai npm package for the end-to-end test) and runs every test: the
+# Release tree, then the same tests under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build type Sanitize, in build-sanitize/).
 # Usage: scripts/test.sh [--no-sanitize]
 set -euo pipefail
@@ -17,6 +18,14 @@ done
 
 jobs=$(nproc)
 scripts/setup.sh
+# The end-to-end test's client: Node.js and the openai npm package.
+if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+(cd tests/e2e && npm install --no-audit --no-fund --no-package-lock --silent)
 ctest --test-dir build --output-on-failure -j "$jobs"
 if [[ $sanitize -eq 1 ]]; then
   scripts/setup.sh --build-type Sanitize --build-dir build-sanitize
