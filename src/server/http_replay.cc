@@ -1,0 +1,143 @@
+// Boost 1.74's asio/awaitable.hpp needs <utility> first (see http_server.cc).
+#include <utility>
+
+#include "server/http_replay.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/error.h"
+#include "trace/tokens.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+struct Target {
+  std::string host;
+  std::string port;
+};
+
+Target ParseTarget(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) throw InputError("--target", "'" + url + "' must start with http://");
+  std::string rest = url.substr(scheme.size());
+  if (auto slash = rest.find('/'); slash != std::string::npos) rest = rest.substr(0, slash);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon + 1 == rest.size()) {
+    throw InputError("--target", "'" + url + "' needs a port (http://HOST:PORT)");
+  }
+  return {rest.substr(0, colon), rest.substr(colon + 1)};
+}
+
+struct CallOutcome {
+  int status = 0;
+  double ttft_wall_s = -1;
+  double done_wall_s = 0;
+};
+
+// One streaming completion; times are wall seconds from `release`.
+CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& target,
+                 const HttpReplayOptions& o, const std::string& session, const std::string& body,
+                 Clock::time_point release) {
+  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+  req.set(http::field::host, target.host);
+  req.set(http::field::content_type, "application/json");
+  req.set("X-Session-Id", session);
+  if (!o.api_key.empty()) req.set(http::field::authorization, "Bearer " + o.api_key);
+  req.keep_alive(true);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(socket, req);
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  http::read_header(socket, buffer, parser);
+  CallOutcome out;
+  out.status = static_cast<int>(parser.get().result_int());
+  while (!parser.is_done()) {
+    http::read_some(socket, buffer, parser);
+    if (out.ttft_wall_s < 0 && parser.get().body().find("data: {") != std::string::npos) {
+      out.ttft_wall_s = std::chrono::duration<double>(Clock::now() - release).count();
+    }
+  }
+  out.done_wall_s = std::chrono::duration<double>(Clock::now() - release).count();
+  if (out.ttft_wall_s < 0) out.ttft_wall_s = out.done_wall_s;
+  return out;
+}
+
+}  // namespace
+
+ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
+  const Target target = ParseTarget(o.target);
+  if (!(o.time_scale > 0)) throw InputError("--time-scale", "must be greater than 0");
+  ReplayResult result;
+  result.config = "http";
+  result.calls_total = static_cast<std::int64_t>(trace.calls.size());
+  const auto sessions = GroupSessions(trace);
+  result.sessions = static_cast<std::int64_t>(sessions.size());
+  std::mutex mu;
+  const Clock::time_point start = Clock::now();
+  auto wall = [&](double trace_s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace_s / o.time_scale));
+  };
+  std::vector<std::thread> threads;
+  std::string first_error;
+  for (const auto& s : sessions) {
+    threads.emplace_back([&, calls = s.calls] {
+      try {
+        net::io_context io;
+        tcp::resolver resolver(io);
+        tcp::socket socket(io);
+        net::connect(socket, resolver.resolve(target.host, target.port));
+        beast::flat_buffer buffer;
+        const TraceCall& first = trace.calls[calls.front()];
+        SessionTokens tokens(first.token_seed, o.vocab_size + 3, 3);
+        Clock::time_point release = start + wall(first.gap_s);
+        const Clock::time_point session_start = release;
+        for (std::size_t k = 0; k < calls.size(); ++k) {
+          const TraceCall& c = trace.calls[calls[k]];
+          if (k > 0) release += wall(std::min(c.gap_uncapped_s.value_or(c.gap_s), o.gap_cap_s));
+          std::this_thread::sleep_until(release);
+          tokens.Advance(c);
+          nlohmann::json body = {{"model", c.model},
+                                 {"prompt", std::vector<std::int32_t>(tokens.prompt().begin(), tokens.prompt().end())},
+                                 {"max_tokens", c.output_tokens},
+                                 {"stream", true}};
+          const CallOutcome out = Post(socket, buffer, target, o, c.session_id, body.dump(), release);
+          std::lock_guard<std::mutex> lock(mu);
+          if (out.status != 200) {
+            ++result.rejected;
+            ++result.rejected_by_reason["http-" + std::to_string(out.status)];
+          } else {
+            ++result.calls_completed;
+            result.ttft_s.Add(out.ttft_wall_s * o.time_scale);
+            if (c.call_index > 0) result.returning_ttft_s.Add(out.ttft_wall_s * o.time_scale);
+          }
+          release = Clock::now();  // the next gap counts from this call's finish
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        result.sct_s.Add(std::chrono::duration<double>(Clock::now() - session_start).count() * o.time_scale);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.empty()) first_error = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!first_error.empty() && result.calls_completed == 0) {
+    throw InputError(o.target, "replay failed: " + first_error);
+  }
+  result.makespan_s = std::chrono::duration<double>(Clock::now() - start).count() * o.time_scale;
+  return result;
+}
+
+}  // namespace talaria

@@ -1,0 +1,34 @@
+// The closed-loop replay over HTTP: the same per-session rules as the
+// simulated replay (sim/replay.h) — calls in trace order, call k+1 released
+// when call k has finished and its capped gap has elapsed — driven against a
+// live OpenAI-compatible server (`talaria serve` or any other). Prompts are
+// sent to /v1/completions as token-id arrays materialised from the trace
+// (trace/tokens.h), so every call carries exactly the recorded prompt length
+// and reusable prefix; responses stream, so TTFT is measured at the first
+// event, from the call's intended release.
+//
+// `time_scale` is the server's: trace gaps are divided by it on the wall,
+// and measured times are multiplied by it, so reports are in the trace's
+// (emulated) seconds. One client thread per session.
+#pragma once
+
+#include <string>
+
+#include "sim/replay.h"
+#include "trace/trace.h"
+
+namespace talaria {
+
+struct HttpReplayOptions {
+  std::string target;        // http://HOST:PORT
+  std::string api_key;       // sent as a bearer token when set
+  double time_scale = 1.0;
+  double gap_cap_s = 10.0;
+  std::int32_t vocab_size = 256;  // token ids are drawn from [3, vocab_size + 3)
+};
+
+// Throws InputError for a bad target. Calls the server refuses are counted
+// in `rejected` (by HTTP status) and the session continues.
+ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& options);
+
+}  // namespace talaria
