@@ -231,7 +231,17 @@ CallHandle Gateway::Submit(const CompletionRequest& request, const std::string& 
       std::lock_guard<std::mutex> lock(mu_);
       router_.OnCompleted(call->scoped_session, call->model, call->instance,
                           static_cast<std::int64_t>(call->prompt.size()) + output, output, Now());
-      SessionState& s = sessions_[call->scoped_session];
+      auto [it, inserted] = sessions_.try_emplace(call->scoped_session);
+      SessionState& s = it->second;
+      if (inserted) {
+        s.lru = session_lru_.insert(session_lru_.end(), it->first);
+        if (sessions_.size() > kMaxSessions) {  // bounded: forget the least recently used
+          sessions_.erase(session_lru_.front());
+          session_lru_.pop_front();
+        }
+      } else {
+        session_lru_.splice(session_lru_.end(), session_lru_, s.lru);
+      }
       s.context = call->prompt;
       AppendBytes(s.context, call->output_text);
     }

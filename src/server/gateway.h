@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <list>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -83,7 +84,10 @@ class Gateway {
  private:
   struct SessionState {
     std::vector<std::int32_t> context;  // previous prompt + output token ids
+    std::list<std::string>::iterator lru;
   };
+  // Sessions kept for prefix matching; the least recently used go first.
+  static constexpr std::size_t kMaxSessions = 100'000;
 
   void HeartbeatLoop();
 
@@ -100,6 +104,7 @@ class Gateway {
   std::mutex mu_;  // guards router_, sessions_, next_id_
   Router router_;
   std::unordered_map<std::string, SessionState> sessions_;
+  std::list<std::string> session_lru_;  // front = least recently used
   std::int64_t next_id_ = 0;
 
   ServerMetrics metrics_;
