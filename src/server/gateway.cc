@@ -110,6 +110,12 @@ void Gateway::HeartbeatLoop() {
   }
 }
 
+std::vector<InstanceTelemetry> Gateway::Telemetry() {
+  std::vector<InstanceTelemetry> out;
+  for (auto& inst : instances_) out.push_back(inst->Snapshot());
+  return out;
+}
+
 std::vector<std::string> Gateway::Models() const {
   std::vector<std::string> out;
   for (const auto& [m, limit] : model_context_) out.push_back(m);

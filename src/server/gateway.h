@@ -71,6 +71,9 @@ class Gateway {
   // failed unless it had already finished. Returns whether it was dropped.
   bool Cancel(const CallHandle& handle);
 
+  // Every instance's current telemetry snapshot (what the router reads).
+  std::vector<InstanceTelemetry> Telemetry();
+
   // Models any instance serves, sorted.
   std::vector<std::string> Models() const;
   bool ApiKeyAccepted(const std::string& key) const;

@@ -165,6 +165,44 @@ std::string StreamEvent(bool chat, const std::string& id, std::int64_t created, 
   return "data: " + chunk.dump() + "\n\n";
 }
 
+Response TelemetryResponse(const Request& req, const std::vector<InstanceTelemetry>& all) {
+  json instances = json::array();
+  for (const auto& t : all) {
+    json models = json::array();
+    for (const auto& m : t.models) {
+      models.push_back({{"name", m.name},
+                        {"resident", m.resident},
+                        {"active", m.active},
+                        {"staged", m.staged},
+                        {"staged_coverage", m.staged_coverage},
+                        {"queued", m.queued},
+                        {"running", m.running},
+                        {"queued_work_s", m.queued_work_s},
+                        {"switch_in_s", m.switch_in_s},
+                        {"full_open_s", m.full_open_s},
+                        {"prefill_scale", m.prefill_scale},
+                        {"decode_scale", m.decode_scale}});
+    }
+    json sessions = json::object();
+    for (const auto& [id, c] : t.sessions) {
+      sessions[id] = {{"model", c.model}, {"state", ToString(c.state)}, {"tokens", c.tokens}};
+    }
+    instances.push_back({{"instance", t.instance},
+                         {"version", t.version},
+                         {"taken_at_s", ToSeconds(t.taken_at)},
+                         {"models", models},
+                         {"round_estimate_s", t.round_estimate_s},
+                         {"round_bound_s", t.round_bound_s},
+                         {"deadline_risk", t.deadline_risk},
+                         {"kv_free_bytes", t.kv_free_bytes},
+                         {"kv_total_bytes", t.kv_total_bytes},
+                         {"staging_slack_bytes", t.staging_slack_bytes},
+                         {"restore_bytes_per_s", t.restore_bytes_per_s},
+                         {"sessions", sessions}});
+  }
+  return JsonResponse(req, http::status::ok, json{{"instances", instances}});
+}
+
 Response MetricsResponse(const Request& req, std::string text) {
   Response res{http::status::ok, req.version()};
   res.set(http::field::content_type, "text/plain; version=0.0.4");
@@ -235,7 +273,7 @@ struct HttpServer::Impl {
   net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
     const std::string target(req.target());
     const std::string path = target.substr(0, target.find('?'));
-    const bool known = path == "/health" || path == "/metrics" || path == "/v1/models" ||
+    const bool known = path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/v1/telemetry" ||
                        path == "/v1/chat/completions" || path == "/v1/completions";
     const std::string label = known ? path : "other";  // bounded label values
     if (req.method() == http::verb::get && path == "/health") {
@@ -245,7 +283,7 @@ struct HttpServer::Impl {
       co_return co_await Write(stream, MetricsResponse(req, gateway.metrics().Render()), label);
     }
     const bool chat = path == "/v1/chat/completions";
-    if (path != "/v1/models" && !chat && path != "/v1/completions") {
+    if (path != "/v1/models" && path != "/v1/telemetry" && !chat && path != "/v1/completions") {
       co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), label);
     }
     // Client endpoints need a key when keys are configured.
@@ -256,6 +294,10 @@ struct HttpServer::Impl {
     }
     if (gateway.RequiresApiKey() && !gateway.ApiKeyAccepted(key)) {
       co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
+    }
+    if (path == "/v1/telemetry") {
+      if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);
+      co_return co_await Write(stream, TelemetryResponse(req, gateway.Telemetry()), label);
     }
     if (path == "/v1/models") {
       if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);

@@ -112,6 +112,21 @@ TEST_F(HttpServerTest, HealthAndModels) {
   EXPECT_EQ(Call(http::verb::get, "/nope").status, 404);
 }
 
+TEST_F(HttpServerTest, TelemetryShowsWhatTheRouterReads) {
+  StartServer();
+  ASSERT_EQ(Chat(R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]})", "tele").status, 200);
+  const Reply r = Call(http::verb::get, "/v1/telemetry");
+  ASSERT_EQ(r.status, 200);
+  const json t = r.Json()["instances"][0];
+  EXPECT_EQ(t["instance"], "i0");
+  EXPECT_GE(t["version"].get<int>(), 1);
+  EXPECT_EQ(t["models"][0]["name"], "m");
+  EXPECT_TRUE(t["models"][0]["active"].get<bool>());
+  EXPECT_GT(t["kv_total_bytes"].get<std::int64_t>(), 0);
+  ASSERT_EQ(t["sessions"].size(), 1u);  // the session's KV stays on device
+  EXPECT_EQ(t["sessions"].begin().value()["state"], "device");
+}
+
 TEST_F(HttpServerTest, ChatCompletionAndASessionContinuationHitsTheCache) {
   StartServer();
   const std::string turn1 = R"({"model":"m","max_tokens":8,"messages":[{"role":"system","content":")" +
