@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/units.h"
+#include "instance/config.h"
 #include "profile/profile.h"
 
 namespace talaria::testing {
@@ -42,6 +44,21 @@ inline ModelProfile TinyProfile(const std::string& name, AttentionFamily family 
     p.switch_phases[path] = SwitchPhases{0.001, 0, 0.001, 0.001, 0.001};
   }
   return p;
+}
+
+// A cold TP=1 instance config sized for TinyProfile models: the whole HBM
+// is the arena, small fixed regions.
+inline InstanceConfig TinyInstance(const std::string& name, std::vector<std::string> models) {
+  InstanceConfig c;
+  c.name = name;
+  c.pool = Pool::kCold;
+  c.models = std::move(models);
+  c.tp = 1;
+  c.bump_fraction = 1.0;
+  c.non_bump_reserved_gib = 0;
+  c.runtime_gib = 1;
+  c.graph_pool_gib = 1;
+  return c;
 }
 
 }  // namespace talaria::testing

@@ -38,15 +38,7 @@ class HttpServerTest : public ::testing::Test {
     profiles_.Add(p);
     ClusterConfig c;
     c.source = "test";
-    InstanceConfig ic;
-    ic.name = "i0";
-    ic.models = {"m"};
-    ic.tp = 1;
-    ic.bump_fraction = 1.0;
-    ic.runtime_gib = 1;
-    ic.graph_pool_gib = 1;
-    ic.non_bump_reserved_gib = 0;
-    c.instances.push_back(ic);
+    c.instances.push_back(testing::TinyInstance("i0", {"m"}));
     c.serve.time_scale = 1000;
     c.serve.api_keys = std::move(keys);
     c.heartbeat_s = 0.25;

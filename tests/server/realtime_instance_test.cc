@@ -14,17 +14,7 @@
 namespace talaria {
 namespace {
 
-InstanceConfig OneModel() {
-  InstanceConfig c;
-  c.name = "rt";
-  c.models = {"m"};
-  c.tp = 1;
-  c.bump_fraction = 1.0;
-  c.runtime_gib = 1;
-  c.graph_pool_gib = 1;
-  c.non_bump_reserved_gib = 0;
-  return c;
-}
+InstanceConfig OneModel() { return testing::TinyInstance("rt", {"m"}); }
 
 // The same scheduler, driven by a steady clock: a session's two calls run
 // through the real-time driver (1,000x faster than real time), the second

@@ -36,15 +36,7 @@ TraceCall Call(const std::string& session, int index, std::int64_t prompt, std::
 ClusterConfig OneTinyInstance() {
   ClusterConfig c;
   c.source = "test";
-  InstanceConfig ic;
-  ic.name = "i0";
-  ic.models = {"m"};
-  ic.tp = 1;
-  ic.bump_fraction = 1.0;
-  ic.runtime_gib = 1;
-  ic.graph_pool_gib = 1;
-  ic.non_bump_reserved_gib = 0;
-  c.instances.push_back(ic);
+  c.instances.push_back(testing::TinyInstance("i0", {"m"}));
   return c;
 }
 
