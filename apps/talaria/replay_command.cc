@@ -82,7 +82,7 @@ void PrintRoutingRow(const ReplayResult& r) {
   std::printf("%-15s %-7s %5.2f %8lld/%-4lld %6lld %6lld %7.1f%% %7.1f%% %6.2f %6.2f %6.2f %6.2f %7.1f %7.1f %6.1f%% %4lld\n",
               r.router.c_str(), r.load.c_str(), r.tau_s, static_cast<long long>(r.calls_completed),
               static_cast<long long>(r.calls_total), static_cast<long long>(r.avoidable_opens),
-              static_cast<long long>(r.model_opens), 100 * r.same_instance_return_rate(),
+              static_cast<long long>(r.counters.model_opens), 100 * r.same_instance_return_rate(),
               100 * r.residency_hit_rate(), pct(r.ttft_s, 50), pct(r.ttft_s, 95),
               pct(r.returning_ttft_s, 50), pct(r.returning_ttft_s, 95), pct(r.sct_s, 50), pct(r.sct_s, 95),
               100 * r.unused_lease_proxy(), static_cast<long long>(r.rejected));

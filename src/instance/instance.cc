@@ -152,6 +152,26 @@ Instance::Instance(InstanceConfig config, const ProfileSet& profiles)
 
 Instance::~Instance() = default;
 
+InstanceCounters& InstanceCounters::operator+=(const InstanceCounters& o) {
+  sp_admitted += o.sp_admitted;
+  sp_deferred += o.sp_deferred;
+  host_capacity_misses += o.host_capacity_misses;
+  restore_skips += o.restore_skips;
+  deadline_risk += o.deadline_risk;
+  tpot_infeasible += o.tpot_infeasible;
+  preemptions += o.preemptions;
+  model_opens += o.model_opens;
+  model_closes += o.model_closes;
+  cancelled += o.cancelled;
+  holds += o.holds;
+  hold_hits += o.hold_hits;
+  rounds += o.rounds;
+  hbm_peak_bytes = std::max(hbm_peak_bytes, o.hbm_peak_bytes);
+  prefill_s += o.prefill_s;
+  decode_s += o.decode_s;
+  return *this;
+}
+
 const char* ToString(KvState s) {
   switch (s) {
     case KvState::kMissing: return "missing";
@@ -417,15 +437,29 @@ std::int32_t Instance::HostBlocks(const Request& r) {
   return r.host_probe_blocks;
 }
 
+Instance::Reuse Instance::FindReuse(const Request& r) {
+  Reuse u;
+  const auto chain = r.prompt_chain(config_.block_tokens);
+  auto it = sessions_.find(r.call.session_id);
+  if (it != sessions_.end() && it->second->model == active_ && !it->second->blocks.empty() &&
+      !it->second->busy) {
+    const std::int32_t common = std::min<std::int32_t>(
+        CommonBlocks(chain, it->second->chain), static_cast<std::int32_t>(it->second->blocks.size()));
+    if (DeviceReusable(r)) u.device = common;
+    else if (common > 0) ++u.skips;
+  }
+  if (u.device == 0 && config_.ablation.hkvr && r.call.call_index > 0) {
+    const std::int32_t found = HostBlocks(r);
+    if (HostRestorable(r)) u.host = found;
+    else if (found > 0) ++u.skips;
+  }
+  return u;
+}
+
 bool Instance::SpEligible(const Request& r) {
   if (r.call.call_index == 0 || r.arrived <= slot_start_) return false;  // new sessions use P
-  auto it = sessions_.find(r.call.session_id);
-  const auto chain = r.prompt_chain(config_.block_tokens);
-  if (DeviceReusable(r) && it != sessions_.end() && it->second->model == active_ &&
-      !it->second->blocks.empty() && CommonBlocks(chain, it->second->chain) > 0) {
-    return true;
-  }
-  return config_.ablation.hkvr && HostRestorable(r) && HostBlocks(r) > 0;
+  const Reuse u = FindReuse(r);
+  return u.device > 0 || u.host > 0;
 }
 
 bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep) {
@@ -457,20 +491,14 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
     item = PrefillItem{0, r.context(), r.context()};  // swapped KV comes back from host
     return true;
   }
+  const Reuse u = FindReuse(r);
+  counters_.restore_skips += u.skips;
   Session& s = SessionFor(r.call.session_id);
   const auto chain = r.prompt_chain(bt);
-  std::int32_t device = 0, host = 0;
-  if (s.model == active_ && !s.blocks.empty() && !s.busy) {
-    const std::int32_t common = std::min<std::int32_t>(CommonBlocks(chain, s.chain),
-                                                       static_cast<std::int32_t>(s.blocks.size()));
-    if (DeviceReusable(r)) device = common;
-    else if (common > 0) ++counters_.restore_skips;
-  }
-  if (device == 0 && config_.ablation.hkvr && r.call.call_index > 0) {
-    const std::int32_t found = hkvr_.Lookup(m.id, chain, now);
-    if (HostRestorable(r)) host = found;
-    else if (found > 0) ++counters_.restore_skips;
-  }
+  const std::int32_t device = u.device;
+  // Admission touches the restored blocks, so the registry's LRU sees the use.
+  const std::int32_t host =
+      u.host > 0 ? std::min(u.host, hkvr_.Lookup(m.id, chain.first(static_cast<std::size_t>(u.host)), now)) : 0;
   const auto total = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
                      m.recurrent_blocks;
   // Keep the matched device blocks (radix sharing), free the rest.
@@ -555,17 +583,9 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
       break;  // P admits what was queued when the slot opened
     }
     // Predict before committing memory: restore + prefill of this call.
-    const auto chain = r.prompt_chain(config_.block_tokens);
-    std::int64_t hit = 0;
-    if (auto s = sessions_.find(r.call.session_id);
-        DeviceReusable(r) && s != sessions_.end() && s->second->model == active_ &&
-        !s->second->blocks.empty()) {
-      hit = static_cast<std::int64_t>(CommonBlocks(chain, s->second->chain)) * config_.block_tokens;
-    }
-    std::int64_t restore = 0;
-    if (hit == 0 && config_.ablation.hkvr && r.call.call_index > 0 && HostRestorable(r)) {
-      restore = static_cast<std::int64_t>(HostBlocks(r)) * config_.block_tokens;
-    }
+    const Reuse u = FindReuse(r);
+    const std::int64_t hit = static_cast<std::int64_t>(u.device) * config_.block_tokens;
+    const std::int64_t restore = static_cast<std::int64_t>(u.host) * config_.block_tokens;
     const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
     const PrefillItem guess{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached};
     const double cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
@@ -756,15 +776,8 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
 }
 
 void Instance::TrackHbm() {
-  std::int64_t staged = 0;
-  const auto chunks = stager_.chunks();
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i] == Stager::ChunkState::kClean || chunks[i] == Stager::ChunkState::kWriting) {
-      staged += stager_.ChunkRange(i).size();
-    }
-  }
   const std::int64_t used =
-      layout_.weights().size() + pool_.used_bytes() + staged + layout_.graph_pool().size() +
+      layout_.weights().size() + pool_.used_bytes() + stager_.StagedBytes() + layout_.graph_pool().size() +
       layout_.runtime().size() +
       static_cast<std::int64_t>(config_.non_bump_reserved_gib * static_cast<double>(kGiB));
   counters_.hbm_peak_bytes = std::max(counters_.hbm_peak_bytes, used);

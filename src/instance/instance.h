@@ -136,6 +136,9 @@ struct InstanceCounters {
   std::int64_t hbm_peak_bytes = 0;        // per rank, incl. the non-arena reserve
   double prefill_s = 0;                   // time in P and SP steps (restores included)
   double decode_s = 0;                    // time in decode steps
+
+  // Sums another instance's counters into these (the peak takes the max).
+  InstanceCounters& operator+=(const InstanceCounters& o);
 };
 
 class Instance {
@@ -217,6 +220,16 @@ class Instance {
   void ReleaseModelKv(Model& m, TimePoint now, Duration& drain);
   void Finish(Request& r, TimePoint now, InstanceEvents& events);
   double PredictPrefill(const Request& r, TimePoint now);
+  // How much of a call's prompt this instance can reuse, in blocks: device
+  // KV of its session (the active model's), else host KV (HKVR). `skips`
+  // counts reuse a hybrid model's state rules declined. No side effects
+  // beyond the probe cache; Admit, SP eligibility and cost prediction share it.
+  struct Reuse {
+    std::int32_t device = 0;
+    std::int32_t host = 0;
+    std::int32_t skips = 0;
+  };
+  Reuse FindReuse(const Request& r);
   bool SpEligible(const Request& r);
   std::int32_t HostBlocks(const Request& r);
   TimePoint HoldUntil(TimePoint now) const;

@@ -56,13 +56,6 @@ struct InstanceTelemetry {
   double restore_bytes_per_s = 0;
   // Sessions whose prefix this instance holds, by session id.
   std::unordered_map<std::string, CachedPrefix, StringHash, std::equal_to<>> sessions;
-
-  const ModelTelemetry* Find(const std::string& model) const {
-    for (const auto& m : models) {
-      if (m.name == model) return &m;
-    }
-    return nullptr;
-  }
 };
 
 }  // namespace talaria

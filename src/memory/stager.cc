@@ -26,6 +26,7 @@ void Stager::Begin(const std::string& model, std::int64_t weight_bytes, TimePoin
   // Chunks that would not fit in the region are never staged (missing).
   const auto n = static_cast<std::size_t>((weight_bytes + chunk_bytes_ - 1) / chunk_bytes_);
   states_.assign(n, ChunkState::kMissing);
+  staged_bytes_ = 0;
   next_ = 0;
   StartNext(now, pool);
 }
@@ -42,6 +43,7 @@ void Stager::StartNext(TimePoint at, KvPool& pool) {
     if (pool.AnyAllocatedIn(r)) continue;  // rows in use by KV: leave missing
     writing_ = next_++;
     states_[writing_] = ChunkState::kWriting;
+    staged_bytes_ += ChunkBytes(writing_);
     pool.SetSkip(r);
     write_done_ = at + FromSeconds(static_cast<double>(ChunkBytes(writing_)) / h2d_bytes_per_s_);
     return;
@@ -65,7 +67,10 @@ void Stager::OnAllocated(std::span<const BlockId> blocks, const KvPool& pool) {
     for (std::size_t i = first; i < states_.size(); ++i) {
       const Region cr = ChunkRange(i);
       if (cr.end <= br.begin) break;
-      if (cr.Overlaps(br) && states_[i] == ChunkState::kClean) states_[i] = ChunkState::kDirty;
+      if (cr.Overlaps(br) && states_[i] == ChunkState::kClean) {
+        states_[i] = ChunkState::kDirty;
+        staged_bytes_ -= ChunkBytes(i);
+      }
     }
   }
 }
@@ -73,6 +78,7 @@ void Stager::OnAllocated(std::span<const BlockId> blocks, const KvPool& pool) {
 void Stager::Cancel(KvPool& pool) {
   if (writing_ != SIZE_MAX) {
     states_[writing_] = ChunkState::kMissing;
+    staged_bytes_ -= ChunkBytes(writing_);
     writing_ = SIZE_MAX;
   }
   pool.ClearSkip();
@@ -97,12 +103,7 @@ GatherPlan Stager::Plan(const std::string& model, std::int64_t weight_bytes) con
 }
 
 std::int64_t Stager::StagingSlackBytes(const KvPool& pool) const {
-  const std::int64_t top_used = pool.HighestAllocatedEnd();
-  std::int64_t staged = 0;
-  for (std::size_t i = 0; i < states_.size(); ++i) {
-    if (states_[i] == ChunkState::kClean || states_[i] == ChunkState::kWriting) staged += ChunkBytes(i);
-  }
-  return std::max<std::int64_t>(0, pool.region().end - top_used - staged);
+  return std::max<std::int64_t>(0, pool.region().end - pool.HighestAllocatedEnd() - staged_bytes_);
 }
 
 }  // namespace talaria

@@ -60,6 +60,8 @@ class Stager {
   std::int64_t StagingSlackBytes(const KvPool& pool) const;
 
   const std::string& staged_model() const { return model_; }
+  // Bytes of clean or in-progress chunks: what staging occupies in HBM now.
+  std::int64_t StagedBytes() const { return staged_bytes_; }
   std::span<const ChunkState> chunks() const { return states_; }
   Region ChunkRange(std::size_t i) const;
 
@@ -75,6 +77,7 @@ class Stager {
   std::vector<ChunkState> states_;
   std::size_t next_ = 0;        // next chunk to consider writing
   std::size_t writing_ = SIZE_MAX;
+  std::int64_t staged_bytes_ = 0;  // kept with the chunk states, not recounted
   TimePoint write_done_;
 };
 

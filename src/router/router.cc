@@ -403,8 +403,8 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     }
     return RouteDecision::Overload::kNoInstance;
   };
-  auto serves = [&](const InstanceState& inst) {
-    return inst.has_snapshot && cands[static_cast<std::size_t>(&inst - im.instances.data())].serves;
+  auto serves = [&](std::int32_t i) {
+    return im.instances[static_cast<std::size_t>(i)].has_snapshot && cands[static_cast<std::size_t>(i)].serves;
   };
   auto commit = [&](std::int32_t i, RouteDecision::Reason reason, double work_s) {
     d.instance = i;
@@ -436,7 +436,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     double best_load = kInf;
     for (std::int32_t i = 0; i < n; ++i) {
       const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
-      if (!serves(inst)) continue;
+      if (!serves(i)) continue;
       if (!im.Fresh(inst, now, options_.stale_after_s)) {
         ++counters_.stale_exclusions;
         continue;
@@ -455,12 +455,12 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
       std::int32_t pick = -1;
       if (options_.policy == RouterPolicy::kSessionSticky && entry.first_instance >= 0 &&
           im.instances[static_cast<std::size_t>(entry.first_instance)].healthy &&
-          serves(im.instances[static_cast<std::size_t>(entry.first_instance)])) {
+          serves(entry.first_instance)) {
         pick = entry.first_instance;
       } else if (options_.policy == RouterPolicy::kRoundRobin) {
         for (std::int32_t k = 0; k < n && pick < 0; ++k) {
           const std::int32_t i = static_cast<std::int32_t>((im.round_robin + static_cast<std::uint32_t>(k)) % static_cast<std::uint32_t>(n));
-          if (serves(im.instances[static_cast<std::size_t>(i)]) && im.Fresh(im.instances[static_cast<std::size_t>(i)], now, options_.stale_after_s)) {
+          if (serves(i) && im.Fresh(im.instances[static_cast<std::size_t>(i)], now, options_.stale_after_s)) {
             pick = i;
             im.round_robin = static_cast<std::uint32_t>(i + 1);
           }
@@ -471,7 +471,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
         std::int64_t best_tokens = 0;
         for (std::int32_t i = 0; i < n; ++i) {
           const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
-          if (!serves(inst) || !im.Fresh(inst, now, options_.stale_after_s)) continue;
+          if (!serves(i) || !im.Fresh(inst, now, options_.stale_after_s)) continue;
           std::int64_t tokens = 0;
           if (im.CachedState(inst, i, locs, model, &entry, tokens) != KvState::kMissing &&
               tokens > best_tokens) {

@@ -184,9 +184,8 @@ CallHandle Gateway::Submit(const CompletionRequest& request, const std::string& 
     if (s != sessions_.end()) {
       const auto& prev = s->second.context;
       const auto n = std::min(prev.size(), call->prompt.size());
-      while (prefix < static_cast<std::int64_t>(n) && prev[static_cast<std::size_t>(prefix)] == call->prompt[static_cast<std::size_t>(prefix)]) {
-        ++prefix;
-      }
+      prefix = std::mismatch(prev.begin(), prev.begin() + static_cast<std::ptrdiff_t>(n), call->prompt.begin()).first -
+               prev.begin();
       full_reuse = prefix == static_cast<std::int64_t>(prev.size());
       call_index = 1;
     }

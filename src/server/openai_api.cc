@@ -69,6 +69,15 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
   return std::nullopt;
 }
 
+// The body as an object plus the fields both endpoints share.
+std::optional<ApiError> ParseEnvelope(std::string_view body, std::string_view session_header,
+                                      const ParseLimits& limits, json& j, CompletionRequest& out) {
+  auto parsed = ParseObject(body);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
+  j = std::move(std::get<json>(parsed));
+  return ParseCommon(j, session_header, limits, out);
+}
+
 }  // namespace
 
 nlohmann::json ApiError::Body() const {
@@ -83,12 +92,10 @@ nlohmann::json ApiError::Body() const {
 std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view body,
                                                               std::string_view session_header,
                                                               const ParseLimits& limits) {
-  auto parsed = ParseObject(body);
-  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
-  const json& j = std::get<json>(parsed);
   CompletionRequest out;
   out.chat = true;
-  if (auto err = ParseCommon(j, session_header, limits, out)) return *err;
+  json j;
+  if (auto err = ParseEnvelope(body, session_header, limits, j, out)) return *err;
   auto messages = j.find("messages");
   if (messages == j.end()) {
     return Invalid("messages", "you must provide a messages parameter", "missing_required_parameter");
@@ -133,13 +140,11 @@ std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view b
 std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
                                                           std::string_view session_header,
                                                           const ParseLimits& limits) {
-  auto parsed = ParseObject(body);
-  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
-  const json& j = std::get<json>(parsed);
   CompletionRequest out;
   out.chat = false;
   out.max_tokens = 16;  // the completions endpoint's default
-  if (auto err = ParseCommon(j, session_header, limits, out)) return *err;
+  json j;
+  if (auto err = ParseEnvelope(body, session_header, limits, j, out)) return *err;
   auto prompt = j.find("prompt");
   if (prompt == j.end()) return Invalid("prompt", "you must provide a prompt parameter", "missing_required_parameter");
   if (prompt->is_string()) {

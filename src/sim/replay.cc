@@ -117,26 +117,11 @@ class Driver final : public InstanceEvents {
     }
     result_.makespan_s = ToSeconds(now_);
     for (const auto& inst : instances_) {
-      const InstanceCounters& c = inst->counters();
-      InstanceCounters& sum = result_.counters;
-      sum.sp_admitted += c.sp_admitted;
-      sum.sp_deferred += c.sp_deferred;
-      sum.host_capacity_misses += c.host_capacity_misses;
-      sum.restore_skips += c.restore_skips;
-      sum.deadline_risk += c.deadline_risk;
-      sum.tpot_infeasible += c.tpot_infeasible;
-      sum.preemptions += c.preemptions;
-      sum.holds += c.holds;
-      sum.hold_hits += c.hold_hits;
-      sum.prefill_s += c.prefill_s;
-      sum.decode_s += c.decode_s;
-      sum.rounds += c.rounds;
-      sum.hbm_peak_bytes = std::max(sum.hbm_peak_bytes, c.hbm_peak_bytes);
+      result_.counters += inst->counters();
       result_.hbm_cap_bytes = std::max(result_.hbm_cap_bytes, inst->hbm_cap_bytes());
     }
     result_.hbm_peak_bytes = result_.counters.hbm_peak_bytes;
     result_.rounds = result_.counters.rounds;
-    for (const auto& inst : instances_) result_.model_opens += inst->counters().model_opens;
     result_.router_counters = router_->counters();
   }
 
@@ -426,7 +411,7 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["load"] = load;
   j["tau_s"] = tau_s;
   j["avoidable_opens"] = avoidable_opens;
-  j["model_opens"] = model_opens;
+  j["model_opens"] = counters.model_opens;
   j["same_instance_return_rate"] = same_instance_return_rate();
   j["residency_hit_rate"] = residency_hit_rate();
   j["returning_ttft_p50_s"] = pct(returning_ttft_s, 50);

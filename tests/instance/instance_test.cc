@@ -163,15 +163,7 @@ class Harness : public InstanceEvents {
 };
 
 InstanceConfig Cold(std::vector<std::string> models, Ablation ablation = {}) {
-  InstanceConfig c;
-  c.name = "test";
-  c.pool = Pool::kCold;
-  c.models = std::move(models);
-  c.tp = 1;
-  c.bump_fraction = 1.0;
-  c.non_bump_reserved_gib = 0;
-  c.runtime_gib = 1;
-  c.graph_pool_gib = 1;
+  InstanceConfig c = testing::TinyInstance("test", std::move(models));
   c.staging_chunk_mib = 1024;
   c.host_kv_gib_per_rank = 8;
   c.ttft_target_s = 10;   // round bound 9 s
