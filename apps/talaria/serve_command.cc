@@ -1,11 +1,19 @@
-// talaria serve: the gateway and its instances in one process, OpenAI-compatible.
+// The serving commands, all OpenAI-compatible over HTTP:
+//   talaria serve     the gateway (router) and its instances in one process
+//   talaria instance  one instance server (the sim engine on one [[instance]])
+//   talaria gateway   the gateway alone, in front of `talaria instance` servers
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
+#include "server/gateway.h"
 #include "server/http_server.h"
+#include "server/instance_service.h"
+#include "server/remote_instance.h"
 #include "sim/cluster_config.h"
 
 namespace talaria::cli {
@@ -37,45 +45,161 @@ struct ServeArgs {
   std::string host;
   int port = -1;
   double time_scale = 0;
+  std::string port_file;
+  std::string name;                           // talaria instance
+  std::vector<std::string> instance_address;  // talaria gateway: NAME=IP:PORT
 };
 
-void RunServe(const ServeArgs& a) {
+ClusterConfig LoadWithOverrides(const ServeArgs& a) {
   ClusterConfig cluster = a.config.empty() ? ParseClusterConfig(kDefaultConfig, "<embedded default>", ".")
                                            : LoadClusterConfig(a.config);
   if (!a.host.empty()) cluster.serve.host = a.host;
-  if (a.port >= 0) cluster.serve.port = a.port;
   if (a.time_scale > 0) cluster.serve.time_scale = a.time_scale;
-  const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
-  Gateway gateway(cluster, profiles);
-  HttpServer server(gateway, cluster.serve.host, static_cast<std::uint16_t>(cluster.serve.port));
-  const std::uint16_t port = server.Start();
-  gateway.Start();
-  std::printf("talaria serve: listening on http://%s:%u (%zu instance%s; sim engine emulating the GPUs at "
-              "time scale %g; %s)\n",
-              cluster.serve.host.c_str(), static_cast<unsigned>(port), cluster.instances.size(),
-              cluster.instances.size() == 1 ? "" : "s", cluster.serve.time_scale,
-              cluster.serve.api_keys.empty() ? "no API keys" : "API keys required");
+  cluster.instance_addresses.resize(cluster.instances.size());
+  return cluster;
+}
+
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+
+// Serves until SIGINT or SIGTERM; `what` names the server in messages.
+void ServeUntilSignal(CompletionService& service, const std::string& host, int port, const ServeArgs& a,
+                      const std::string& what, const std::string& detail) {
+  HttpServer server(service, host, static_cast<std::uint16_t>(port));
+  const std::uint16_t bound = server.Start();
+  if (!a.port_file.empty()) {
+    std::ofstream out(a.port_file);
+    out << bound << "\n";
+    if (!out) throw InputError("--port-file", "cannot write '" + a.port_file + "'");
+  }
+  std::printf("talaria %s: listening on http://%s:%u (%s)\n", what.c_str(), host.c_str(),
+              static_cast<unsigned>(bound), detail.c_str());
   std::fflush(stdout);
   server.WaitForSignal();
-  std::printf("talaria serve: stopping\n");
+  std::printf("talaria %s: stopping\n", what.c_str());
   server.Stop();
+}
+
+std::string KeysNote(const ClusterConfig& c) { return c.serve.api_keys.empty() ? "no API keys" : "API keys required"; }
+
+void RunServe(const ServeArgs& a) {
+  ClusterConfig cluster = LoadWithOverrides(a);
+  if (a.port >= 0) cluster.serve.port = a.port;
+  const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
+  Gateway gateway(cluster, profiles);
+  gateway.Start();
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "%zu instance%s in this process; sim engine emulating the GPUs at time scale %g; %s",
+                cluster.instances.size(), cluster.instances.size() == 1 ? "" : "s", cluster.serve.time_scale,
+                KeysNote(cluster).c_str());
+  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "serve", detail);
   gateway.Stop();
+}
+
+void RunInstance(const ServeArgs& a) {
+  ClusterConfig cluster = LoadWithOverrides(a);
+  std::size_t index = cluster.instances.size();
+  if (a.name.empty() && cluster.instances.size() == 1) index = 0;
+  for (std::size_t i = 0; i < cluster.instances.size() && !a.name.empty(); ++i) {
+    if (cluster.instances[i].name == a.name) index = i;
+  }
+  if (index == cluster.instances.size()) {
+    std::string names;
+    for (const auto& ic : cluster.instances) names += (names.empty() ? "" : ", ") + ic.name;
+    throw InputError("--name", a.name.empty() ? "the config has several instances; name one of: " + names
+                                              : "no instance '" + a.name + "' in " + cluster.source + " (it has: " +
+                                                    names + ")");
+  }
+  const std::string& address = cluster.instance_addresses[index];
+  std::string host = a.host.empty() && !address.empty() ? HostOf(address) : cluster.serve.host;
+  int port = a.port >= 0 ? a.port : !address.empty() ? PortOf(address) : -1;
+  if (port < 0) {
+    throw InputError("instance '" + cluster.instances[index].name + "'",
+                     "no address to listen on: set its address = \"IP:PORT\" in the config or pass --port");
+  }
+  const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
+  InstanceService service(cluster.instances[index], profiles, cluster.serve);
+  service.Start();
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "instance '%s'; sim engine emulating the GPUs at time scale %g; %s",
+                service.name().c_str(), cluster.serve.time_scale, KeysNote(cluster).c_str());
+  ServeUntilSignal(service, host, port, a, "instance", detail);
+  service.Stop();
+}
+
+void RunGateway(const ServeArgs& a) {
+  ClusterConfig cluster = LoadWithOverrides(a);
+  if (a.port >= 0) cluster.serve.port = a.port;
+  for (const auto& flag : a.instance_address) {
+    const auto eq = flag.find('=');
+    bool found = false;
+    for (std::size_t i = 0; i < cluster.instances.size() && eq != std::string::npos; ++i) {
+      if (cluster.instances[i].name == flag.substr(0, eq)) {
+        cluster.instance_addresses[i] = flag.substr(eq + 1);
+        found = true;
+      }
+    }
+    if (!found) throw InputError("--instance-address", "'" + flag + "' does not name an instance of the config (NAME=IP:PORT)");
+  }
+  std::vector<std::unique_ptr<InstanceLink>> links;
+  for (std::size_t i = 0; i < cluster.instances.size(); ++i) {
+    if (cluster.instance_addresses[i].empty()) {
+      throw InputError("instance '" + cluster.instances[i].name + "'",
+                       "the gateway needs its address: set address = \"IP:PORT\" or pass --instance-address");
+    }
+    RemoteLinkOptions options;
+    // A poll answered later than two heartbeats is a missed heartbeat.
+    options.poll_timeout_s = std::max(0.05, 2 * cluster.heartbeat_s / cluster.serve.time_scale);
+    links.push_back(std::make_unique<RemoteInstanceLink>(cluster.instances[i].name, cluster.instance_addresses[i], options));
+  }
+  const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
+  Gateway gateway(cluster, profiles, std::move(links));
+  gateway.Start();
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "gateway over %zu instance server%s; %s", cluster.instances.size(),
+                cluster.instances.size() == 1 ? "" : "s", KeysNote(cluster).c_str());
+  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "gateway", detail);
+  gateway.Stop();
+}
+
+void AddCommonOptions(CLI::App* cmd, ServeArgs& args, const char* config_help) {
+  cmd->add_option("--config", args.config, config_help);
+  cmd->add_option("--host", args.host, "address to bind (overrides the config; default 127.0.0.1)");
+  cmd->add_option("--time-scale", args.time_scale,
+                  "emulated seconds per wall second (overrides [serve] time_scale; default 1)");
+  cmd->add_option("--port-file", args.port_file, "write the bound port to this file once listening (with --port 0)");
 }
 
 }  // namespace
 
 void AddServeCommand(CLI::App& app) {
-  auto args = std::make_shared<ServeArgs>();
+  auto serve = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
       "serve", "Serve the OpenAI-compatible API: gateway (router) and instances in one process; the sim "
                "engine emulates the GPUs (an emulation, not a GPU)");
-  cmd->add_option("--config", args->config,
-                  "cluster config with a [serve] table (default: the embedded TP=8 three-model server)");
-  cmd->add_option("--host", args->host, "address to bind (overrides [serve] host; default 127.0.0.1)");
-  cmd->add_option("--port", args->port, "port to bind, 0 for any (overrides [serve] port; default 8080)");
-  cmd->add_option("--time-scale", args->time_scale,
-                  "emulated seconds per wall second (overrides [serve] time_scale; default 1)");
-  cmd->callback([args] { RunServe(*args); });
+  AddCommonOptions(cmd, *serve, "cluster config with a [serve] table (default: the embedded TP=8 three-model server)");
+  cmd->add_option("--port", serve->port, "port to bind, 0 for any (overrides [serve] port; default 8080)");
+  cmd->callback([serve] { RunServe(*serve); });
+
+  auto inst = std::make_shared<ServeArgs>();
+  cmd = app.add_subcommand("instance",
+                           "Run one instance server: the scheduler of one [[instance]] on the sim engine (an "
+                           "emulation of its GPUs), with the completion API, /v1/telemetry, /admin/models/{m}/open|close, "
+                           "/health and /metrics");
+  AddCommonOptions(cmd, *inst, "cluster config (default: the embedded TP=8 three-model server)");
+  cmd->add_option("--name", inst->name, "which [[instance]] to run (default: the only one)");
+  cmd->add_option("--port", inst->port, "port to bind, 0 for any (default: the port of the instance's address)");
+  cmd->callback([inst] { RunInstance(*inst); });
+
+  auto gw = std::make_shared<ServeArgs>();
+  cmd = app.add_subcommand("gateway",
+                           "Run the gateway alone: the router in front of `talaria instance` servers at each "
+                           "[[instance]]'s address, with the OpenAI-compatible API");
+  AddCommonOptions(cmd, *gw, "cluster config whose [[instance]] tables have addresses");
+  cmd->add_option("--port", gw->port, "port to bind, 0 for any (overrides [serve] port; default 8080)");
+  cmd->add_option("--instance-address", gw->instance_address,
+                  "NAME=IP:PORT: where instance NAME listens (overrides its address; repeatable)");
+  cmd->callback([gw] { RunGateway(*gw); });
 }
 
 }  // namespace talaria::cli

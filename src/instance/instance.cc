@@ -207,6 +207,26 @@ double Instance::OpenModel(Model& m) {
   return m.full_open_s;
 }
 
+Instance::AdminResult Instance::AdminOpen(const std::string& model) {
+  const std::int32_t i = ModelIndex(model);
+  if (i < 0) return AdminResult::kUnknownModel;
+  Model& m = *models_[static_cast<std::size_t>(i)];
+  if (m.resident) return AdminResult::kAlready;
+  OpenModel(m);
+  return AdminResult::kDone;
+}
+
+Instance::AdminResult Instance::AdminClose(const std::string& model) {
+  const std::int32_t i = ModelIndex(model);
+  if (i < 0) return AdminResult::kUnknownModel;
+  Model& m = *models_[static_cast<std::size_t>(i)];
+  if (!m.resident) return AdminResult::kAlready;
+  if (i == active_ || HasWork(m)) return AdminResult::kBusy;
+  m.resident = false;
+  ++counters_.model_closes;
+  return AdminResult::kDone;
+}
+
 Instance::Session& Instance::SessionFor(const std::string& id) {
   auto& slot = sessions_[id];
   if (slot == nullptr) slot = std::make_unique<Session>();

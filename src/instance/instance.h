@@ -194,6 +194,16 @@ class Instance {
   void Snapshot(TimePoint now, InstanceTelemetry& out);
   // Whether `model` is open here (resident), and whether it is active.
   bool Resident(const std::string& model) const;
+
+  // Operator residency control (an instance server's /admin/models/{m}/open
+  // and /close). Open makes `model` resident, closing least recently active
+  // idle models beyond max_resident, and counts a model open; with the sim
+  // engine the storage read is not timed (an emulation shortcut). Close
+  // makes it non-resident, so its next switch is a full open; refused while
+  // it is active (or being switched to) or has queued or running calls.
+  enum class AdminResult { kDone, kAlready, kUnknownModel, kBusy };
+  AdminResult AdminOpen(const std::string& model);
+  AdminResult AdminClose(const std::string& model);
   // A one-line account of the scheduler's state, for diagnostics.
   std::string Describe() const;
   std::int64_t hbm_cap_bytes() const;

@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include "core/error.h"
-#include "engine/sim_engine.h"
-#include "memory/block_hashes.h"
+#include "server/telemetry_json.h"
 
 namespace talaria {
 namespace {
-
-// Byte-level token ids; 0-2 are reserved for special tokens.
-constexpr std::int32_t kFirstByteToken = 3;
-
-void AppendBytes(std::vector<std::int32_t>& out, const std::string& text) {
-  for (unsigned char c : text) out.push_back(kFirstByteToken + c);
-}
 
 std::vector<std::string> Names(const ClusterConfig& c) {
   std::vector<std::string> out;
@@ -30,45 +21,77 @@ std::vector<std::int32_t> Tps(const ClusterConfig& c) {
   return out;
 }
 
-// One call in flight: what has been emitted, for the sink and the session.
-struct CallState {
-  std::string scoped_session;
-  std::string model;
-  std::int32_t instance = -1;
-  std::vector<std::int32_t> prompt;
-  std::vector<PrefixHash> chain;
-  std::int64_t emitted = 0;
-  std::string output_text;
-  std::shared_ptr<CompletionSink> sink;
-};
+std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& cluster, const ProfileSet& profiles) {
+  std::vector<std::unique_ptr<InstanceLink>> links;
+  for (const auto& ic : cluster.instances) {
+    links.push_back(std::make_unique<LocalInstanceLink>(std::make_unique<InstanceService>(ic, profiles, cluster.serve)));
+  }
+  return links;
+}
 
 }  // namespace
 
-std::string Gateway::FillerToken(std::int64_t index) {
-  static const char* const kWords[] = {"sim", "engine", "filler", "text", "not", "a", "model", "output"};
-  return std::string(kWords[index % 8]) + " ";
-}
+// One client call: what every placement of it shares.
+struct Gateway::Call {
+  std::int64_t id = 0;
+  std::shared_ptr<const LinkCall> link;
+  std::shared_ptr<CompletionSink> sink;  // the client's
+  SessionContexts::Match match;
+  std::int32_t instance = -1;  // current placement; guarded by Gateway::mu_
+  std::size_t attempts = 0;    // guarded by Gateway::mu_
+  TimePoint submitted;
+  // Written by the placement's link thread only (one placement at a time).
+  std::atomic<bool> streamed{false};
+  TimePoint first_token = TimePoint::max();
+  std::string output_text;
+  std::atomic<bool> ended{false};  // completed, failed or cancelled: set once
+};
+
+// Relays one placement's output to the client's sink.
+class Gateway::Relay final : public CompletionSink {
+ public:
+  Relay(Gateway& gateway, std::shared_ptr<Call> call) : gateway_(gateway), call_(std::move(call)) {}
+  void OnDelta(const std::string& text) override {
+    if (call_->ended) return;
+    if (!call_->streamed) {
+      call_->first_token = gateway_.Now();
+      call_->streamed = true;
+    }
+    call_->output_text += text;
+    call_->sink->OnDelta(text);
+  }
+  void OnDone(const Usage& usage, const std::string& finish_reason) override {
+    gateway_.OnCallDone(call_, usage, finish_reason);
+  }
+  void OnError(const ApiError& error) override { gateway_.OnCallError(call_, error); }
+
+ private:
+  Gateway& gateway_;
+  std::shared_ptr<Call> call_;
+};
 
 Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles)
-    : serve_(cluster.serve),
-      profiles_(profiles),
-      clock_(std::make_shared<const SteadyClock>()),
-      heartbeat_s_(cluster.heartbeat_s),
-      block_tokens_(cluster.instances.empty() ? 64 : cluster.instances.front().block_tokens),
-      router_(cluster.router, Names(cluster), Tps(cluster), profiles) {
-  if (cluster.instances.empty()) throw InputError(cluster.source, "no instances to serve");
-  for (const auto& ic : cluster.instances) {
-    instances_.push_back(std::make_unique<RealtimeInstance>(ic, profiles, std::make_unique<SimEngine>(),
-                                                            serve_.time_scale, clock_));
-    instances_.back()->SetSwitchObserver(
+    : Gateway(cluster, profiles, LocalLinks(cluster, profiles)) {
+  for (auto& link : links_) {
+    static_cast<LocalInstanceLink&>(*link).service().SetSwitchObserver(
         [this](const SwitchRecord& r) { metrics_.switches.Add(ToString(r.path)); });
-    for (const auto& m : ic.models) {
-      const ModelProfile* p = profiles.Find(m, ic.tp);
-      const std::int64_t limit = p != nullptr ? p->max_context_tokens : 0;
-      auto [it, inserted] = model_context_.try_emplace(m, limit);
-      if (!inserted) it->second = std::min(it->second, limit);
-    }
   }
+}
+
+Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
+                 std::vector<std::unique_ptr<InstanceLink>> links)
+    : serve_(cluster.serve),
+      clock_(std::make_shared<const SteadyClock>()),
+      catalog_(cluster.instances, profiles),
+      links_(std::move(links)),
+      heartbeat_s_(cluster.heartbeat_s),
+      router_(cluster.router, Names(cluster), Tps(cluster), profiles),
+      last_(cluster.instances.size()),
+      healthy_(cluster.instances.size(), false),
+      polling_(cluster.instances.size(), false) {
+  if (cluster.instances.empty()) throw InputError(cluster.source, "no instances to serve");
+  TALARIA_CHECK(links_.size() == cluster.instances.size(), "one link per instance");
+  if (!(serve_.time_scale > 0)) throw InputError("serve.time_scale", "must be greater than 0");
 }
 
 Gateway::~Gateway() { Stop(); }
@@ -78,12 +101,18 @@ TimePoint Gateway::Now() const {
 }
 
 void Gateway::Start() {
-  for (auto& inst : instances_) inst->Start();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (std::size_t i = 0; i < instances_.size(); ++i) {
-      router_.OnTelemetry(static_cast<std::int32_t>(i), instances_[i]->Snapshot(), Now());
+  for (auto& link : links_) link->Start();
+  // A first heartbeat before serving, so the router has snapshots: wait for
+  // the answers (in-process links answer at once).
+  Heartbeat();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (std::none_of(polling_.begin(), polling_.end(), [](bool p) { return p; })) break;
     }
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
 }
@@ -91,7 +120,31 @@ void Gateway::Start() {
 void Gateway::Stop() {
   stop_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();
-  for (auto& inst : instances_) inst->Stop();
+  for (auto& link : links_) link->Stop();
+}
+
+void Gateway::Heartbeat() {
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (polling_[i]) continue;  // the previous poll has not answered yet
+      polling_[i] = true;
+    }
+    const TimePoint sent = Now();
+    links_[i]->PollTelemetry([this, i, sent](std::optional<InstanceTelemetry> t) {
+      const auto index = static_cast<std::int32_t>(i);
+      std::lock_guard<std::mutex> lock(mu_);
+      polling_[i] = false;
+      healthy_[i] = t.has_value();
+      router_.SetHealthy(index, t.has_value());
+      if (!t) return;
+      // The instance's clock is its own: the snapshot counts as taken when
+      // it was asked for, so the overlay keeps everything placed since.
+      t->taken_at = sent;
+      last_[i] = *t;
+      router_.OnTelemetry(index, std::move(*t), Now());
+    });
+  }
 }
 
 void Gateway::HeartbeatLoop() {
@@ -102,25 +155,19 @@ void Gateway::HeartbeatLoop() {
     std::this_thread::sleep_for(std::min(period, std::chrono::duration<double>(0.05)));
     if (std::chrono::steady_clock::now() - last < period) continue;
     last = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < instances_.size(); ++i) {
-      InstanceTelemetry t = instances_[i]->Snapshot();
-      std::lock_guard<std::mutex> lock(mu_);
-      router_.OnTelemetry(static_cast<std::int32_t>(i), std::move(t), Now());
-    }
+    Heartbeat();
   }
 }
 
-std::vector<InstanceTelemetry> Gateway::Telemetry() {
-  std::vector<InstanceTelemetry> out;
-  for (auto& inst : instances_) out.push_back(inst->Snapshot());
-  return out;
-}
-
-std::vector<std::string> Gateway::Models() const {
-  std::vector<std::string> out;
-  for (const auto& [m, limit] : model_context_) out.push_back(m);
-  std::sort(out.begin(), out.end());
-  return out;
+nlohmann::json Gateway::Telemetry() {
+  nlohmann::json instances = nlohmann::json::array();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    nlohmann::json t = last_[i] ? TelemetryToJson(*last_[i]) : nlohmann::json{{"instance", links_[i]->name()}};
+    t["healthy"] = static_cast<bool>(healthy_[i]);
+    instances.push_back(std::move(t));
+  }
+  return nlohmann::json{{"instances", std::move(instances)}};
 }
 
 bool Gateway::ApiKeyAccepted(const std::string& key) const {
@@ -128,77 +175,76 @@ bool Gateway::ApiKeyAccepted(const std::string& key) const {
          std::find(serve_.api_keys.begin(), serve_.api_keys.end(), key) != serve_.api_keys.end();
 }
 
-bool Gateway::Cancel(const CallHandle& handle) {
-  if (handle.instance < 0 || handle.instance >= static_cast<std::int32_t>(instances_.size())) return false;
-  if (!instances_[static_cast<std::size_t>(handle.instance)]->Cancel(handle.id)) return false;
+bool Gateway::Cancel(std::int64_t id) {
+  std::shared_ptr<Call> call;
+  std::int32_t instance = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return false;
+    call = it->second;
+    instance = call->instance;
+    live_.erase(it);
+  }
+  if (call->ended.exchange(true)) return false;
+  links_[static_cast<std::size_t>(instance)]->Cancel(id);
   ++metrics_.failed;
   return true;
 }
 
-CallHandle Gateway::Submit(const CompletionRequest& request, const std::string& api_key,
-                           std::shared_ptr<CompletionSink> sink) {
-  auto limit = model_context_.find(request.model);
-  if (limit == model_context_.end()) {
-    ApiError e;
-    e.status = 404;
-    e.param = "model";
-    e.code = "model_not_found";
-    e.message = "the model '" + request.model + "' does not exist";
-    sink->OnError(e);
-    return {};
+std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string& api_key,
+                             std::shared_ptr<CompletionSink> sink) {
+  auto prompt = catalog_.PromptTokens(request);
+  if (auto* e = std::get_if<ApiError>(&prompt)) {
+    sink->OnError(*e);
+    return -1;
   }
-  auto call = std::make_shared<CallState>();
+  auto link = std::make_shared<LinkCall>();
+  link->model = request.model;
+  link->prompt = std::move(std::get<std::vector<std::int32_t>>(prompt));
+  link->max_tokens = request.max_tokens;
+  link->session_id = request.session_id;
+  link->api_key = api_key;
+  auto call = std::make_shared<Call>();
   call->sink = std::move(sink);
-  call->model = request.model;
-  if (request.chat) {
-    AppendBytes(call->prompt, RenderChat(request.messages));
-  } else if (!request.prompt_ids.empty()) {
-    call->prompt = request.prompt_ids;
-  } else {
-    AppendBytes(call->prompt, request.prompt_text);
-  }
-  const auto prompt_tokens = static_cast<std::int64_t>(call->prompt.size());
-  if (prompt_tokens == 0 || prompt_tokens + request.max_tokens > limit->second) {
-    ApiError e;
-    e.param = request.chat ? "messages" : "prompt";
-    e.code = "context_length_exceeded";
-    e.message = "this model's maximum context length is " + std::to_string(limit->second) +
-                " tokens; the request has " + std::to_string(prompt_tokens) + " prompt tokens and asks for " +
-                std::to_string(request.max_tokens);
-    call->sink->OnError(e);
-    return {};
-  }
-  HashTokenBlocks(call->prompt, block_tokens_, call->chain);
-
-  CallRequest c;
-  RouteDecision d;
-  std::int32_t call_index = 0;
-  bool full_reuse = false;
+  call->submitted = Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    c.id = next_id_++;
-    call->scoped_session = ScopedSessionId(api_key, request.session_id);
-    if (call->scoped_session.empty()) call->scoped_session = "call-" + std::to_string(c.id);
-    std::int64_t prefix = 0;
-    auto s = sessions_.find(call->scoped_session);
-    if (s != sessions_.end()) {
-      const auto& prev = s->second.context;
-      const auto n = std::min(prev.size(), call->prompt.size());
-      prefix = std::mismatch(prev.begin(), prev.begin() + static_cast<std::ptrdiff_t>(n), call->prompt.begin()).first -
-               prev.begin();
-      full_reuse = prefix == static_cast<std::int64_t>(prev.size());
-      call_index = 1;
-    }
+    call->id = link->id = next_id_++;
+    link->scoped_session = ScopedSessionId(api_key, request.session_id);
+    if (link->scoped_session.empty()) link->scoped_session = "call-" + std::to_string(call->id);
+    call->match = sessions_.Find(link->scoped_session, link->prompt);
+  }
+  call->link = std::move(link);
+  return Place(call, /*retry=*/false) ? call->id : -1;
+}
+
+bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
+  const LinkCall& c = *call->link;
+  RouteDecision d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     RouteRequest route;
-    route.session_id = call->scoped_session;
-    route.model = request.model;
-    route.prompt_tokens = prompt_tokens;
-    route.prefix_tokens = prefix;
-    route.continuation = call_index > 0;
+    route.session_id = c.scoped_session;
+    route.model = c.model;
+    route.prompt_tokens = static_cast<std::int64_t>(c.prompt.size());
+    route.prefix_tokens = call->match.prefix_tokens;
+    route.continuation = call->match.continuation;
     d = router_.Route(route, Now());
-    c.prefix_tokens = prefix;
+    if (d.instance >= 0) {
+      call->instance = d.instance;
+      ++call->attempts;
+      live_[call->id] = call;
+    }
   }
   if (d.instance < 0) {
+    if (retry) {  // accepted earlier, and now nowhere to go
+      if (!call->ended.exchange(true)) {
+        ++metrics_.failed;
+        call->sink->OnError(UnreachableError("(any)", "its instance failed and no other instance can take the call"));
+      }
+      return false;
+    }
     metrics_.rejected.Add(ToString(d.overload));
     ApiError e;
     e.status = 429;
@@ -206,65 +252,70 @@ CallHandle Gateway::Submit(const CompletionRequest& request, const std::string& 
     e.code = "no_capacity";
     e.message = std::string("no instance can take this call now (") + ToString(d.overload) + "); retry later";
     call->sink->OnError(e);
-    return {};
+    return false;
   }
-  ++metrics_.accepted;
-  if (call_index > 0) ++(d.lease_hit ? metrics_.lease_hits : metrics_.lease_misses);
-  call->instance = d.instance;
-  c.session_id = call->scoped_session;
-  c.call_index = call_index;
-  c.model = request.model;
-  c.prompt_tokens = prompt_tokens;
-  c.output_tokens = request.max_tokens;
-  c.full_reuse = full_reuse;
-  c.chain = call->chain;
+  if (retry) {
+    ++metrics_.retries;
+  } else {
+    ++metrics_.accepted;
+    if (call->match.continuation) ++(d.lease_hit ? metrics_.lease_hits : metrics_.lease_misses);
+  }
+  links_[static_cast<std::size_t>(d.instance)]->Submit(call->link, std::make_shared<Relay>(*this, call));
+  return true;
+}
 
-  RealtimeInstance::Callbacks cb;
-  auto emit_to = [call](std::int64_t generated) {
-    std::string delta;
-    for (; call->emitted < generated; ++call->emitted) delta += FillerToken(call->emitted);
-    if (!delta.empty()) {
-      call->output_text += delta;
-      call->sink->OnDelta(delta);
-    }
-  };
-  cb.on_first_token = [emit_to](TimePoint) { emit_to(1); };
-  cb.on_tokens = [emit_to](std::int64_t generated, TimePoint) { emit_to(generated); };
-  cb.on_finished = [this, call, emit_to, output = request.max_tokens](const CallRecord& rec) {
-    emit_to(output);
+void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, const std::string& finish_reason) {
+  if (call->ended.exchange(true)) return;  // cancelled meanwhile
+  const TimePoint now = Now();
+  const LinkCall& c = *call->link;
+  {
+    std::vector<std::int32_t> context = c.prompt;
+    AppendByteTokens(context, call->output_text);
+    std::lock_guard<std::mutex> lock(mu_);
+    router_.OnCompleted(c.scoped_session, c.model, call->instance,
+                        static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
+                        now);
+    sessions_.Update(c.scoped_session, std::move(context));
+    live_.erase(call->id);
+  }
+  ++metrics_.completed;
+  metrics_.kv_source.Add(usage.kv_source.empty() ? "unknown" : usage.kv_source);
+  const TimePoint first = call->streamed ? call->first_token : now;
+  metrics_.ttft_s.Observe(ToSeconds(first - call->submitted));
+  metrics_.call_s.Observe(ToSeconds(now - call->submitted));
+  if (usage.completion_tokens > 1) {
+    metrics_.tpot_s.Observe(ToSeconds(now - first) / static_cast<double>(usage.completion_tokens - 1));
+  }
+  call->sink->OnDone(usage, finish_reason);
+}
+
+void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& error) {
+  if (error.code == kUnreachableCode && !call->streamed) {
+    std::int32_t failed = -1;
+    bool again = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      router_.OnCompleted(call->scoped_session, call->model, call->instance,
-                          static_cast<std::int64_t>(call->prompt.size()) + output, output, Now());
-      auto [it, inserted] = sessions_.try_emplace(call->scoped_session);
-      SessionState& s = it->second;
-      if (inserted) {
-        s.lru = session_lru_.insert(session_lru_.end(), it->first);
-        if (sessions_.size() > kMaxSessions) {  // bounded: forget the least recently used
-          sessions_.erase(session_lru_.front());
-          session_lru_.pop_front();
-        }
-      } else {
-        session_lru_.splice(session_lru_.end(), session_lru_, s.lru);
-      }
-      s.context = call->prompt;
-      AppendBytes(s.context, call->output_text);
+      if (call->ended) return;
+      failed = call->instance;
+      // Stop placing on it until its next heartbeat is answered.
+      healthy_[static_cast<std::size_t>(failed)] = false;
+      router_.SetHealthy(failed, false);
+      live_.erase(call->id);
+      again = call->attempts < links_.size();
     }
-    ++metrics_.completed;
-    metrics_.kv_source.Add(ToString(rec.kv_source));
-    const double ttft = ToSeconds(rec.first_token - rec.arrived);
-    metrics_.ttft_s.Observe(ttft);
-    metrics_.call_s.Observe(ToSeconds(rec.finished - rec.arrived));
-    if (output > 1) metrics_.tpot_s.Observe(ToSeconds(rec.finished - rec.first_token) / static_cast<double>(output - 1));
-    Usage u;
-    u.prompt_tokens = static_cast<std::int64_t>(call->prompt.size());
-    u.completion_tokens = output;
-    u.cached_tokens = rec.reused_tokens;
-    call->sink->OnDone(u, "length");
-  };
-  const CallHandle handle{d.instance, c.id};
-  instances_[static_cast<std::size_t>(d.instance)]->Submit(c, std::move(cb));
-  return handle;
+    metrics_.unreachable.Add(links_[static_cast<std::size_t>(failed)]->name());
+    if (again) {
+      Place(call, /*retry=*/true);
+      return;
+    }
+  }
+  if (call->ended.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(call->id);
+  }
+  ++metrics_.failed;
+  call->sink->OnError(error);
 }
 
 }  // namespace talaria

@@ -110,6 +110,10 @@ json UsageJson(const Usage& u) {
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+// The Talaria extension of a final chunk: where the call ran and where its
+// prefix KV came from (the gateway's completion hook reads it).
+json TalariaJson(const Usage& u) { return json{{"kv_source", u.kv_source}, {"instance", u.instance}}; }
+
 
 // JSON is built outside the coroutines: GCC 12 miscompiles brace-initialised
 // string literals inside coroutine bodies ("array used as initializer").
@@ -134,7 +138,8 @@ Response CompletionResponse(const Request& req, bool chat, const std::string& id
                {"created", created},
                {"model", model},
                {"choices", json::array({choice})},
-               {"usage", UsageJson(done.usage)}};
+               {"usage", UsageJson(done.usage)},
+               {"talaria", TalariaJson(done.usage)}};
   return JsonResponse(req, http::status::ok, body);
 }
 
@@ -158,49 +163,12 @@ std::string StreamEvent(bool chat, const std::string& id, std::int64_t created, 
     choice = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", e.finish_reason}}
                   : json{{"index", 0}, {"text", ""}, {"finish_reason", e.finish_reason}};
     chunk["usage"] = UsageJson(e.usage);
+    chunk["talaria"] = TalariaJson(e.usage);
   } else {
     return "data: " + e.error.Body().dump() + "\n\n";
   }
   chunk["choices"] = json::array({choice});
   return "data: " + chunk.dump() + "\n\n";
-}
-
-Response TelemetryResponse(const Request& req, const std::vector<InstanceTelemetry>& all) {
-  json instances = json::array();
-  for (const auto& t : all) {
-    json models = json::array();
-    for (const auto& m : t.models) {
-      models.push_back({{"name", m.name},
-                        {"resident", m.resident},
-                        {"active", m.active},
-                        {"staged", m.staged},
-                        {"staged_coverage", m.staged_coverage},
-                        {"queued", m.queued},
-                        {"running", m.running},
-                        {"queued_work_s", m.queued_work_s},
-                        {"switch_in_s", m.switch_in_s},
-                        {"full_open_s", m.full_open_s},
-                        {"prefill_scale", m.prefill_scale},
-                        {"decode_scale", m.decode_scale}});
-    }
-    json sessions = json::object();
-    for (const auto& [id, c] : t.sessions) {
-      sessions[id] = {{"model", c.model}, {"state", ToString(c.state)}, {"tokens", c.tokens}};
-    }
-    instances.push_back({{"instance", t.instance},
-                         {"version", t.version},
-                         {"taken_at_s", ToSeconds(t.taken_at)},
-                         {"models", models},
-                         {"round_estimate_s", t.round_estimate_s},
-                         {"round_bound_s", t.round_bound_s},
-                         {"deadline_risk", t.deadline_risk},
-                         {"kv_free_bytes", t.kv_free_bytes},
-                         {"kv_total_bytes", t.kv_total_bytes},
-                         {"staging_slack_bytes", t.staging_slack_bytes},
-                         {"restore_bytes_per_s", t.restore_bytes_per_s},
-                         {"sessions", sessions}});
-  }
-  return JsonResponse(req, http::status::ok, json{{"instances", instances}});
 }
 
 Response MetricsResponse(const Request& req, std::string text) {
@@ -210,6 +178,22 @@ Response MetricsResponse(const Request& req, std::string text) {
   res.body() = std::move(text);
   res.prepare_payload();
   return res;
+}
+
+Response AdminResponse(const Request& req, const std::variant<json, ApiError>& result) {
+  if (const auto* e = std::get_if<ApiError>(&result)) return ErrorResponse(req, *e);
+  return JsonResponse(req, http::status::ok, std::get<json>(result));
+}
+
+// "/admin/models/{model}/{action}" -> model, action; false for other paths.
+bool ParseAdminPath(const std::string& path, std::string& model, std::string& action) {
+  static const std::string kPrefix = "/admin/models/";
+  if (path.rfind(kPrefix, 0) != 0) return false;
+  const auto slash = path.rfind('/');
+  if (slash <= kPrefix.size()) return false;
+  model = path.substr(kPrefix.size(), slash - kPrefix.size());
+  action = path.substr(slash + 1);
+  return !model.empty() && model.find('/') == std::string::npos;
 }
 
 ApiError NotFound(const std::string& path) {
@@ -228,7 +212,7 @@ ApiError Unauthorized(bool missing) {
 }  // namespace
 
 struct HttpServer::Impl {
-  Gateway& gateway;
+  CompletionService& service;
   std::string host;
   std::uint16_t port;
   net::io_context io{1};
@@ -236,7 +220,7 @@ struct HttpServer::Impl {
   std::thread thread;
   std::int64_t next_id = 0;
 
-  Impl(Gateway& g, std::string h, std::uint16_t p) : gateway(g), host(std::move(h)), port(p) {}
+  Impl(CompletionService& s, std::string h, std::uint16_t p) : service(s), host(std::move(h)), port(p) {}
 
   net::awaitable<void> Accept() {
     for (;;) {
@@ -266,24 +250,26 @@ struct HttpServer::Impl {
   }
 
   net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
-    gateway.metrics().requests.Add(endpoint + "," + std::to_string(res.result_int()));
+    service.metrics().requests.Add(endpoint + "," + std::to_string(res.result_int()));
     co_await http::async_write(stream, res, net::use_awaitable);
   }
 
   net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
     const std::string target(req.target());
     const std::string path = target.substr(0, target.find('?'));
+    std::string admin_model, admin_action;
+    const bool admin = ParseAdminPath(path, admin_model, admin_action);
     const bool known = path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/v1/telemetry" ||
                        path == "/v1/chat/completions" || path == "/v1/completions";
-    const std::string label = known ? path : "other";  // bounded label values
+    const std::string label = known ? path : admin ? "/admin" : "other";  // bounded label values
     if (req.method() == http::verb::get && path == "/health") {
       co_return co_await Write(stream, HealthResponse(req), label);
     }
     if (req.method() == http::verb::get && path == "/metrics") {
-      co_return co_await Write(stream, MetricsResponse(req, gateway.metrics().Render()), label);
+      co_return co_await Write(stream, MetricsResponse(req, service.metrics().Render()), label);
     }
     const bool chat = path == "/v1/chat/completions";
-    if (path != "/v1/models" && path != "/v1/telemetry" && !chat && path != "/v1/completions") {
+    if (!admin && path != "/v1/models" && path != "/v1/telemetry" && !chat && path != "/v1/completions") {
       co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), label);
     }
     // Client endpoints need a key when keys are configured.
@@ -292,16 +278,20 @@ struct HttpServer::Impl {
       const std::string value(auth->value());
       if (value.rfind("Bearer ", 0) == 0) key = value.substr(7);
     }
-    if (gateway.RequiresApiKey() && !gateway.ApiKeyAccepted(key)) {
+    if (service.RequiresApiKey() && !service.ApiKeyAccepted(key)) {
       co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
     }
     if (path == "/v1/telemetry") {
       if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);
-      co_return co_await Write(stream, TelemetryResponse(req, gateway.Telemetry()), label);
+      co_return co_await Write(stream, JsonResponse(req, http::status::ok, service.Telemetry()), label);
+    }
+    if (admin) {
+      if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")), label);
+      co_return co_await Write(stream, AdminResponse(req, service.Admin(admin_model, admin_action)), label);
     }
     if (path == "/v1/models") {
       if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);
-      co_return co_await Write(stream, ModelsResponse(req, gateway.Models()), label);
+      co_return co_await Write(stream, ModelsResponse(req, service.Models()), label);
     }
     if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")), label);
     std::string session_header;
@@ -312,7 +302,7 @@ struct HttpServer::Impl {
 
     auto executor = co_await net::this_coro::executor;
     auto channel = std::make_shared<CallChannel>(executor);
-    const CallHandle handle = gateway.Submit(request, key, std::make_shared<Sink>(executor, channel));
+    const std::int64_t handle = service.Submit(request, key, std::make_shared<Sink>(executor, channel));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     const std::int64_t created = UnixNow();
 
@@ -339,7 +329,7 @@ struct HttpServer::Impl {
     head.keep_alive(req.keep_alive());
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
-    gateway.metrics().requests.Add(label + ",200");
+    service.metrics().requests.Add(label + ",200");
     try {
       co_await http::async_write_header(stream, serializer, net::use_awaitable);
       bool first_delta = true;
@@ -351,7 +341,7 @@ struct HttpServer::Impl {
         e = co_await NextEvent(*channel);
       }
     } catch (const boost::system::system_error&) {
-      gateway.Cancel(handle);  // the client left mid-stream: free its slot and KV
+      service.Cancel(handle);  // the client left mid-stream: free its slot and KV
       throw;
     }
     const std::string done = "data: [DONE]\n\n";
@@ -360,8 +350,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(Gateway& gateway, std::string host, std::uint16_t port)
-    : impl_(std::make_unique<Impl>(gateway, std::move(host), port)) {}
+HttpServer::HttpServer(CompletionService& service, std::string host, std::uint16_t port)
+    : impl_(std::make_unique<Impl>(service, std::move(host), port)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

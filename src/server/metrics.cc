@@ -87,11 +87,21 @@ std::string ServerMetrics::Render() const {
   Counter(out, "talaria_calls_accepted_total", "calls placed on an instance", accepted.load());
   Counter(out, "talaria_calls_completed_total", "accepted calls that finished", completed.load());
   Counter(out, "talaria_calls_failed_total", "accepted calls that ended in an error", failed.load());
+  {
+    const std::uint64_t a = accepted.load(), c = completed.load(), f = failed.load();
+    out += "# HELP talaria_calls_in_flight accepted calls not yet completed or failed\n"
+           "# TYPE talaria_calls_in_flight gauge\ntalaria_calls_in_flight " +
+           std::to_string(a >= c + f ? a - c - f : 0) + "\n";
+  }
   rejected.Render(out, "talaria_calls_rejected_total", "reason", "calls no instance could take, by reason");
   kv_source.Render(out, "talaria_kv_source_total", "source", "where a call's prefix KV came from");
   switches.Render(out, "talaria_model_switches_total", "path", "model switches by path (d2d, partial, h2d)");
   Counter(out, "talaria_lease_hits_total", "returns routed by their session's lease", lease_hits.load());
   Counter(out, "talaria_lease_misses_total", "returns placed by cost", lease_misses.load());
+  Counter(out, "talaria_calls_retried_total", "calls placed again after their instance was unreachable",
+          retries.load());
+  unreachable.Render(out, "talaria_instance_unreachable_total", "instance",
+                     "placements that found their instance unreachable");
   ttft_s.Render(out, "talaria_ttft_seconds", "time to first token (emulated seconds)");
   tpot_s.Render(out, "talaria_tpot_seconds", "mean time per output token after the first (emulated seconds)");
   call_s.Render(out, "talaria_call_seconds", "call latency, arrival to last token (emulated seconds)");

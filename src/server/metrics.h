@@ -51,6 +51,9 @@ struct ServerMetrics {
   LabeledCounter switches;   // by path
   std::atomic<std::uint64_t> lease_hits{0};
   std::atomic<std::uint64_t> lease_misses{0};
+  std::atomic<std::uint64_t> retries{0};  // calls placed again after their instance was unreachable
+  LabeledCounter unreachable;             // by instance
+
   Histogram ttft_s;
   Histogram tpot_s;
   Histogram call_s;  // first intended byte to last token of a call

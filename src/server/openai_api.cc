@@ -89,6 +89,27 @@ nlohmann::json ApiError::Body() const {
   return json{{"error", e}};
 }
 
+ApiError ApiError::FromResponse(int status, std::string_view body) {
+  ApiError e;
+  e.status = status;
+  e.type = status >= 500 ? "server_error" : "invalid_request_error";
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json* err = j.is_object() && j.contains("error") && j["error"].is_object() ? &j["error"] : nullptr;
+  if (err == nullptr) {
+    e.message = "upstream answered " + std::to_string(status) + ": " + std::string(body.substr(0, 200));
+    return e;
+  }
+  const auto text = [err](const char* key) {
+    auto it = err->find(key);
+    return it != err->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  e.message = text("message");
+  if (const std::string t = text("type"); !t.empty()) e.type = t;
+  e.param = text("param");
+  e.code = text("code");
+  return e;
+}
+
 std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view body,
                                                               std::string_view session_header,
                                                               const ParseLimits& limits) {

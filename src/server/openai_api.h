@@ -23,6 +23,9 @@ struct ApiError {
   std::string message;
 
   nlohmann::json Body() const;
+  // The error an upstream server answered: its status and body (an
+  // OpenAI-style body, or anything else, kept as the message).
+  static ApiError FromResponse(int status, std::string_view body);
 };
 
 struct ChatMessage {

@@ -110,6 +110,18 @@ InstanceTelemetry RealtimeInstance::Snapshot() {
   return t;
 }
 
+Instance::AdminResult RealtimeInstance::Admin(const std::string& model, bool open) {
+  Instance::AdminResult r;
+  {
+    // Residency flags only: safe between steps and while one runs (a switch
+    // in flight already made its target active, which Close refuses).
+    std::lock_guard<std::mutex> lock(mu_);
+    r = open ? instance_.AdminOpen(model) : instance_.AdminClose(model);
+  }
+  cv_.notify_all();
+  return r;
+}
+
 void RealtimeInstance::Loop() {
   Events events(*this);
   std::unique_lock<std::mutex> lock(mu_);

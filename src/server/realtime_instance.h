@@ -62,6 +62,8 @@ class RealtimeInstance {
   // finished (its completion callback runs or has run).
   bool Cancel(std::int64_t call_id);
   InstanceTelemetry Snapshot();
+  // Operator residency control (see Instance::AdminOpen / AdminClose).
+  Instance::AdminResult Admin(const std::string& model, bool open);
   bool Hosts(const std::string& model) const { return instance_.Hosts(model); }
   const std::string& name() const { return instance_.name(); }
   // Virtual time now.

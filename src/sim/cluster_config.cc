@@ -25,6 +25,17 @@ bool AblationByName(const std::string& name, Ablation& out) {
 
 namespace {
 
+bool ValidAddress(const std::string& a) {
+  const auto colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size() || a.size() - colon - 1 > 5) return false;
+  int port = 0;
+  for (std::size_t i = colon + 1; i < a.size(); ++i) {
+    if (a[i] < '0' || a[i] > '9') return false;
+    port = port * 10 + (a[i] - '0');
+  }
+  return port >= 1 && port <= 65535;
+}
+
 ClusterConfig FromTable(const toml::table& root, const std::string& path, const std::string& base_dir) {
   ProblemList problems;
   ClusterConfig c;
@@ -104,6 +115,12 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("sp", ic.ablation.sp);
       r.Optional("hkvr", ic.ablation.hkvr);
       r.Optional("d2d_staging", ic.ablation.d2d_staging);
+      std::string address;
+      r.Optional("address", address);
+      if (!address.empty() && !ValidAddress(address)) {
+        r.Fail("address", t->get("address"), "must be IP:PORT with a port from 1 to 65535, e.g. \"127.0.0.1:8101\"");
+      }
+      c.instance_addresses.push_back(address);
       r.RejectUnknown();
       if (!names.insert(ic.name).second) r.Fail("name", t->get("name"), "duplicate instance name");
       c.instances.push_back(std::move(ic));

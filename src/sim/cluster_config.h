@@ -24,6 +24,10 @@ struct ClusterConfig {
   std::string source;        // file it was loaded from
   std::string profiles_dir;  // resolved against the file's directory
   std::vector<InstanceConfig> instances;
+  // [[instance]] address: where its instance server listens (IP:PORT),
+  // index-aligned with `instances`; "" when not given. `talaria instance`
+  // binds there; `talaria gateway` connects there.
+  std::vector<std::string> instance_addresses;
   RouterOptions router;              // [router]
   double heartbeat_s = 0.25;         // [router] heartbeat_s
   double overload_max_wait_s = 60;   // [router] overload_max_wait_s

@@ -1,6 +1,7 @@
 #include <utility>  // before Boost 1.74's asio (see http_server.cc)
 
 #include "server/http_server.h"
+#include "server/gateway.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>

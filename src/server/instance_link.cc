@@ -1,0 +1,62 @@
+#include "server/instance_link.h"
+
+namespace talaria {
+
+ApiError UnreachableError(const std::string& instance, const std::string& why) {
+  ApiError e;
+  e.status = 503;
+  e.type = "server_error";
+  e.code = kUnreachableCode;
+  e.message = "instance '" + instance + "' is unreachable: " + why;
+  return e;
+}
+
+// Relays to the gateway's sink and forgets the call's id mapping at its end.
+class LocalInstanceLink::Forget final : public CompletionSink {
+ public:
+  Forget(LocalInstanceLink& link, std::int64_t id, std::shared_ptr<CompletionSink> sink)
+      : link_(link), id_(id), sink_(std::move(sink)) {}
+  void OnDelta(const std::string& text) override { sink_->OnDelta(text); }
+  void OnDone(const Usage& usage, const std::string& finish_reason) override {
+    Drop();
+    sink_->OnDone(usage, finish_reason);
+  }
+  void OnError(const ApiError& error) override {
+    Drop();
+    sink_->OnError(error);
+  }
+
+ private:
+  void Drop() {
+    std::lock_guard<std::mutex> lock(link_.mu_);
+    link_.live_.erase(id_);
+  }
+  LocalInstanceLink& link_;
+  std::int64_t id_;
+  std::shared_ptr<CompletionSink> sink_;
+};
+
+LocalInstanceLink::LocalInstanceLink(std::unique_ptr<InstanceService> service) : service_(std::move(service)) {}
+
+void LocalInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) {
+  // Hold the lock across the submission so a fast end cannot erase the
+  // mapping before it is written.
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::int64_t local = service_->SubmitTokens(call->model, call->prompt, call->max_tokens, call->scoped_session,
+                                                    std::make_shared<Forget>(*this, call->id, std::move(sink)));
+  live_[call->id] = local;
+}
+
+bool LocalInstanceLink::Cancel(std::int64_t id) {
+  std::int64_t local = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return false;
+    local = it->second;
+    live_.erase(it);
+  }
+  return service_->Cancel(local);
+}
+
+}  // namespace talaria

@@ -1,0 +1,167 @@
+#include "server/instance_service.h"
+
+#include <algorithm>
+
+#include "engine/sim_engine.h"
+#include "memory/block_hashes.h"
+#include "server/telemetry_json.h"
+
+namespace talaria {
+namespace {
+
+// One call in flight: the prompt and chain the scheduler reads, and what
+// has been emitted.
+struct CallState {
+  std::string session;
+  std::vector<std::int32_t> prompt;
+  std::vector<PrefixHash> chain;
+  std::int64_t emitted = 0;
+  std::string output_text;
+  std::shared_ptr<CompletionSink> sink;
+
+  void EmitTo(std::int64_t generated) {
+    std::string delta;
+    for (; emitted < generated; ++emitted) delta += InstanceService::FillerToken(emitted);
+    if (delta.empty()) return;
+    output_text += delta;
+    sink->OnDelta(delta);
+  }
+};
+
+ApiError AdminError(int status, std::string code, std::string message) {
+  ApiError e;
+  e.status = status;
+  e.param = "model";
+  e.code = std::move(code);
+  e.message = std::move(message);
+  return e;
+}
+
+}  // namespace
+
+std::string InstanceService::FillerToken(std::int64_t index) {
+  static const char* const kWords[] = {"sim", "engine", "filler", "text", "not", "a", "model", "output"};
+  return std::string(kWords[index % 8]) + " ";
+}
+
+InstanceService::InstanceService(InstanceConfig config, const ProfileSet& profiles, const ServeOptions& serve,
+                                 std::shared_ptr<const SteadyClock> clock)
+    : catalog_(std::span<const InstanceConfig>(&config, 1), profiles),
+      block_tokens_(config.block_tokens),
+      api_keys_(serve.api_keys),
+      driver_(std::move(config), profiles, std::make_unique<SimEngine>(), serve.time_scale, std::move(clock)) {
+  driver_.SetSwitchObserver([this](const SwitchRecord& r) {
+    metrics_.switches.Add(ToString(r.path));
+    if (switch_observer_) switch_observer_(r);
+  });
+}
+
+InstanceService::~InstanceService() { Stop(); }
+
+void InstanceService::SetSwitchObserver(std::function<void(const SwitchRecord&)> observer) {
+  switch_observer_ = std::move(observer);
+}
+
+void InstanceService::Start() { driver_.Start(); }
+void InstanceService::Stop() { driver_.Stop(); }
+
+bool InstanceService::ApiKeyAccepted(const std::string& key) const {
+  return api_keys_.empty() || std::find(api_keys_.begin(), api_keys_.end(), key) != api_keys_.end();
+}
+
+std::int64_t InstanceService::Submit(const CompletionRequest& request, const std::string& api_key,
+                                     std::shared_ptr<CompletionSink> sink) {
+  auto prompt = catalog_.PromptTokens(request);
+  if (auto* e = std::get_if<ApiError>(&prompt)) {
+    sink->OnError(*e);
+    return -1;
+  }
+  return SubmitTokens(request.model, std::move(std::get<std::vector<std::int32_t>>(prompt)), request.max_tokens,
+                      ScopedSessionId(api_key, request.session_id), std::move(sink));
+}
+
+std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector<std::int32_t> prompt,
+                                           std::int64_t max_tokens, const std::string& session,
+                                           std::shared_ptr<CompletionSink> sink) {
+  auto call = std::make_shared<CallState>();
+  call->sink = std::move(sink);
+  call->prompt = std::move(prompt);
+  HashTokenBlocks(call->prompt, block_tokens_, call->chain);
+  const std::int64_t id = next_id_++;
+  call->session = session.empty() ? "call-" + std::to_string(id) : session;
+  SessionContexts::Match match;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    match = sessions_.Find(call->session, call->prompt);
+  }
+  CallRequest c;
+  c.id = id;
+  c.session_id = call->session;
+  c.call_index = match.continuation ? 1 : 0;
+  c.model = model;
+  c.prompt_tokens = static_cast<std::int64_t>(call->prompt.size());
+  c.prefix_tokens = match.prefix_tokens;
+  c.output_tokens = max_tokens;
+  c.full_reuse = match.full_reuse;
+  c.chain = call->chain;
+  ++metrics_.accepted;
+
+  RealtimeInstance::Callbacks cb;
+  cb.on_first_token = [call](TimePoint) { call->EmitTo(1); };
+  cb.on_tokens = [call](std::int64_t generated, TimePoint) { call->EmitTo(generated); };
+  cb.on_finished = [this, call, max_tokens](const CallRecord& rec) {
+    call->EmitTo(max_tokens);
+    {
+      std::vector<std::int32_t> context = call->prompt;
+      AppendByteTokens(context, call->output_text);
+      std::lock_guard<std::mutex> lock(mu_);
+      sessions_.Update(call->session, std::move(context));
+    }
+    ++metrics_.completed;
+    metrics_.kv_source.Add(ToString(rec.kv_source));
+    metrics_.ttft_s.Observe(ToSeconds(rec.first_token - rec.arrived));
+    metrics_.call_s.Observe(ToSeconds(rec.finished - rec.arrived));
+    if (max_tokens > 1) {
+      metrics_.tpot_s.Observe(ToSeconds(rec.finished - rec.first_token) / static_cast<double>(max_tokens - 1));
+    }
+    Usage u;
+    u.prompt_tokens = static_cast<std::int64_t>(call->prompt.size());
+    u.completion_tokens = max_tokens;
+    u.cached_tokens = rec.reused_tokens;
+    u.kv_source = ToString(rec.kv_source);
+    u.instance = rec.instance;
+    call->sink->OnDone(u, "length");
+  };
+  driver_.Submit(c, std::move(cb));
+  return id;
+}
+
+bool InstanceService::Cancel(std::int64_t id) {
+  if (id < 0 || !driver_.Cancel(id)) return false;
+  ++metrics_.failed;
+  return true;
+}
+
+nlohmann::json InstanceService::Telemetry() { return TelemetryToJson(driver_.Snapshot()); }
+
+std::variant<nlohmann::json, ApiError> InstanceService::Admin(const std::string& model, const std::string& action) {
+  if (action != "open" && action != "close") {
+    ApiError e = AdminError(404, "not_found", "unknown admin action '" + action + "' (use open or close)");
+    e.param.clear();
+    return e;
+  }
+  const bool open = action == "open";
+  switch (driver_.Admin(model, open)) {
+    case Instance::AdminResult::kUnknownModel:
+      return AdminError(404, "model_not_found", "the model '" + model + "' is not in this instance's catalogue");
+    case Instance::AdminResult::kBusy:
+      return AdminError(409, "model_busy",
+                        "the model '" + model + "' is active or has calls queued or running; close it when idle");
+    case Instance::AdminResult::kAlready:
+    case Instance::AdminResult::kDone:
+      break;
+  }
+  return nlohmann::json{{"instance", driver_.name()}, {"model", model}, {"resident", open}};
+}
+
+}  // namespace talaria

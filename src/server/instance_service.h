@@ -1,0 +1,77 @@
+// One instance behind a server: the real-time driver of its scheduler on
+// the sim engine, plus what a server adds around it: prompt tokenization and
+// the context check, session contexts for prefix matching, deterministic
+// output text, metrics, telemetry and operator residency control. Served
+// over HTTP by `talaria instance` (HttpServer), or called in-process by the
+// gateway of `talaria serve` (LocalInstanceLink).
+//
+// The sim engine emulates the GPUs at `time_scale` (not a GPU): output text
+// is deterministic filler ("sim engine filler text ..."), and says so.
+//
+// Thread safety: every method may be called from any thread; sinks run on
+// the driver thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/call_prep.h"
+#include "server/realtime_instance.h"
+#include "server/service.h"
+#include "sim/cluster_config.h"
+
+namespace talaria {
+
+class InstanceService final : public CompletionService {
+ public:
+  // `profiles` must outlive the service. Throws InputError for a bad config.
+  InstanceService(InstanceConfig config, const ProfileSet& profiles, const ServeOptions& serve,
+                  std::shared_ptr<const SteadyClock> clock = nullptr);
+  ~InstanceService() override;
+
+  // Also told of every model switch (after this service's own metrics).
+  // REQUIRES: before Start().
+  void SetSwitchObserver(std::function<void(const SwitchRecord&)> observer);
+  void Start();
+  void Stop();
+
+  // The call path below the HTTP layer: the prompt is already tokenized and
+  // checked, `session` already scoped. Returns the call's id.
+  std::int64_t SubmitTokens(const std::string& model, std::vector<std::int32_t> prompt, std::int64_t max_tokens,
+                            const std::string& session, std::shared_ptr<CompletionSink> sink);
+  InstanceTelemetry Snapshot() { return driver_.Snapshot(); }
+  const std::string& name() const { return driver_.name(); }
+
+  // CompletionService.
+  std::int64_t Submit(const CompletionRequest& request, const std::string& api_key,
+                      std::shared_ptr<CompletionSink> sink) override;
+  bool Cancel(std::int64_t id) override;
+  std::vector<std::string> Models() const override { return catalog_.Models(); }
+  nlohmann::json Telemetry() override;
+  std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action) override;
+  bool RequiresApiKey() const override { return !api_keys_.empty(); }
+  bool ApiKeyAccepted(const std::string& key) const override;
+  ServerMetrics& metrics() override { return metrics_; }
+
+  // The deterministic filler text of output token `index` (sim engine).
+  static std::string FillerToken(std::int64_t index);
+
+ private:
+  ModelCatalog catalog_;
+  std::int32_t block_tokens_;
+  std::vector<std::string> api_keys_;
+  RealtimeInstance driver_;
+  std::function<void(const SwitchRecord&)> switch_observer_;
+
+  std::mutex mu_;  // guards sessions_
+  SessionContexts sessions_;
+  std::atomic<std::int64_t> next_id_{0};
+  ServerMetrics metrics_;
+};
+
+}  // namespace talaria

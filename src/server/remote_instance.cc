@@ -1,0 +1,376 @@
+// Boost 1.74's asio/awaitable.hpp uses std::exchange without including
+// <utility>; include it first (fixed in later Boost releases).
+#include <utility>
+
+#include "server/remote_instance.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "server/telemetry_json.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+using Stream = beast::tcp_stream;
+using HeaderParser = http::response_parser<http::empty_body>;
+using Request = http::request<http::string_body>;
+
+// A generous bound on a telemetry body (a snapshot lists cached sessions).
+constexpr std::uint64_t kMaxTelemetryBytes = 256ull << 20;
+
+std::chrono::steady_clock::duration Wall(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+struct RemoteCall {
+  std::shared_ptr<const LinkCall> call;
+  std::shared_ptr<CompletionSink> sink;
+  Stream* stream = nullptr;  // the connection in use; I/O thread only
+  bool cancelled = false;    // guarded by Impl::mu
+  bool ended = false;        // guarded by Impl::mu
+};
+
+Request MakeRequest(http::verb verb, const std::string& target, const std::string& host, const std::string& key,
+                    std::string body) {
+  Request req{verb, target, 11};
+  req.set(http::field::host, host);
+  req.set(http::field::user_agent, "talaria-gateway");
+  if (!key.empty()) req.set(http::field::authorization, "Bearer " + key);
+  req.keep_alive(true);
+  if (!body.empty()) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+  }
+  req.prepare_payload();
+  return req;
+}
+
+std::string CallBody(const LinkCall& c) {
+  json body = {{"model", c.model}, {"prompt", c.prompt}, {"max_tokens", c.max_tokens}, {"stream", true}};
+  if (!c.session_id.empty()) body["session_id"] = c.session_id;
+  return body.dump();
+}
+
+// Splits a server-sent event stream into the data of each event.
+class SseDecoder {
+ public:
+  template <typename F>
+  void Feed(const char* data, std::size_t n, F&& on_data) {
+    pending_.append(data, n);
+    std::size_t start = 0;
+    for (std::size_t end; (end = pending_.find("\n\n", start)) != std::string::npos; start = end + 2) {
+      const std::string_view event(pending_.data() + start, end - start);
+      if (event.rfind("data: ", 0) == 0) on_data(event.substr(6));
+    }
+    pending_.erase(0, start);
+  }
+
+ private:
+  std::string pending_;
+};
+
+// What the events of one call's stream said.
+struct StreamState {
+  bool got_usage = false;
+  Usage usage;
+  std::string finish_reason = "length";
+  std::optional<ApiError> error;
+};
+
+}  // namespace
+
+struct RemoteInstanceLink::Impl {
+  const std::string& name;
+  std::string host_header;
+  tcp::endpoint endpoint;
+  RemoteLinkOptions options;
+  net::io_context io{1};
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::thread thread;
+  std::vector<std::unique_ptr<Stream>> idle;  // kept-alive connections; I/O thread only
+
+  std::mutex mu;
+  std::unordered_map<std::int64_t, std::shared_ptr<RemoteCall>> live;  // guarded by mu
+
+  Impl(const std::string& n, RemoteLinkOptions o) : name(n), options(o) {}
+
+  bool Cancelled(RemoteCall& rc) {
+    std::lock_guard<std::mutex> lock(mu);
+    return rc.cancelled;
+  }
+
+  // Ends a call unless it was cancelled; `report` tells the sink.
+  template <typename F>
+  void End(RemoteCall& rc, F&& report) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (rc.cancelled || rc.ended) return;
+      rc.ended = true;
+      live.erase(rc.call->id);
+    }
+    report();
+  }
+
+  void Pool(std::unique_ptr<Stream> conn) {
+    if (idle.size() < options.max_idle_connections) idle.push_back(std::move(conn));
+  }
+
+  // Sends `req` and reads the response header, on a kept-alive connection
+  // when one is idle. A reused connection the instance has closed meanwhile
+  // is retried once on a fresh one. Null (with `error`) when the instance
+  // cannot be reached.
+  net::awaitable<std::unique_ptr<Stream>> Exchange(const Request& req, beast::flat_buffer& buffer,
+                                                   std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
+                                                   RemoteCall* rc, std::string& error) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::unique_ptr<Stream> conn;
+      const bool reused = !idle.empty();
+      boost::system::error_code ec;
+      if (reused) {
+        conn = std::move(idle.back());
+        idle.pop_back();
+      } else {
+        conn = std::make_unique<Stream>(io);
+        conn->expires_after(Wall(options.connect_timeout_s));
+        co_await conn->async_connect(endpoint, net::redirect_error(net::use_awaitable, ec));
+        if (ec) {
+          error = "connect to " + host_header + ": " + ec.message();
+          co_return nullptr;
+        }
+      }
+      if (rc != nullptr) {
+        if (Cancelled(*rc)) co_return nullptr;
+        rc->stream = conn.get();
+      }
+      conn->expires_after(std::chrono::seconds(30));
+      co_await http::async_write(*conn, req, net::redirect_error(net::use_awaitable, ec));
+      if (!ec) {
+        buffer.clear();
+        parser = std::make_unique<HeaderParser>();
+        if (header_timeout_s > 0) {
+          conn->expires_after(Wall(header_timeout_s));
+        } else {
+          conn->expires_never();  // a call may queue behind a long round
+        }
+        co_await http::async_read_header(*conn, buffer, *parser, net::redirect_error(net::use_awaitable, ec));
+      }
+      if (!ec) co_return conn;
+      if (rc != nullptr) rc->stream = nullptr;
+      error = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header + ": " + ec.message();
+      if (!reused) co_return nullptr;
+    }
+    co_return nullptr;
+  }
+
+  void HandleEvent(std::string_view data, RemoteCall& rc, StreamState& st) {
+    if (data == "[DONE]") return;
+    const json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      st.error = UnreachableError(name, "it sent an event that is not a JSON object");
+      return;
+    }
+    if (j.contains("error")) {
+      st.error = ApiError::FromResponse(502, data);
+      return;
+    }
+    if (auto choices = j.find("choices"); choices != j.end() && choices->is_array() && !choices->empty()) {
+      const json& c = (*choices)[0];
+      if (auto text = c.find("text"); text != c.end() && text->is_string() && !text->get_ref<const std::string&>().empty()) {
+        if (!Cancelled(rc)) rc.sink->OnDelta(text->get<std::string>());
+      }
+      if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string()) st.finish_reason = fr->get<std::string>();
+    }
+    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
+      st.usage.prompt_tokens = u->value("prompt_tokens", std::int64_t{0});
+      st.usage.completion_tokens = u->value("completion_tokens", std::int64_t{0});
+      if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object()) {
+        st.usage.cached_tokens = d->value("cached_tokens", std::int64_t{0});
+      }
+      if (auto ext = j.find("talaria"); ext != j.end() && ext->is_object()) {
+        st.usage.kv_source = ext->value("kv_source", "");
+        st.usage.instance = ext->value("instance", "");
+      }
+      st.got_usage = true;
+    }
+  }
+
+  net::awaitable<void> RunCall(std::shared_ptr<RemoteCall> rc) {
+    const Request req = MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
+                                    CallBody(*rc->call));
+    beast::flat_buffer buffer;
+    std::unique_ptr<HeaderParser> header;
+    std::string error;
+    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, 0, rc.get(), error);
+    if (conn == nullptr) {
+      End(*rc, [&] { rc->sink->OnError(UnreachableError(name, error)); });
+      co_return;
+    }
+    boost::system::error_code ec;
+    const int status = static_cast<int>(header->get().result_int());
+    if (status != 200) {  // an error answered before any output
+      http::response_parser<http::string_body> body{std::move(*header)};
+      co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+      rc->stream = nullptr;
+      const ApiError e = ec ? UnreachableError(name, "reading its error answer: " + ec.message())
+                            : ApiError::FromResponse(status, body.get().body());
+      if (!ec && body.keep_alive()) Pool(std::move(conn));
+      End(*rc, [&] { rc->sink->OnError(e); });
+      co_return;
+    }
+    http::response_parser<http::buffer_body> stream{std::move(*header)};
+    stream.body_limit(boost::none);
+    StreamState st;
+    SseDecoder sse;
+    std::vector<char> chunk(16384);
+    while (!stream.is_done() && !st.error) {
+      stream.get().body().data = chunk.data();
+      stream.get().body().size = chunk.size();
+      co_await http::async_read(*conn, buffer, stream, net::redirect_error(net::use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) break;
+      sse.Feed(chunk.data(), chunk.size() - stream.get().body().size,
+               [&](std::string_view data) { HandleEvent(data, *rc, st); });
+    }
+    rc->stream = nullptr;
+    if (ec) {
+      End(*rc, [&] { rc->sink->OnError(UnreachableError(name, "the connection broke mid-call: " + ec.message())); });
+    } else if (st.error) {
+      End(*rc, [&] { rc->sink->OnError(*st.error); });
+    } else if (!st.got_usage) {
+      End(*rc, [&] { rc->sink->OnError(UnreachableError(name, "its stream ended without a final chunk")); });
+    } else {
+      if (stream.keep_alive()) Pool(std::move(conn));
+      End(*rc, [&] { rc->sink->OnDone(st.usage, st.finish_reason); });
+    }
+  }
+
+  net::awaitable<void> RunPoll(std::function<void(std::optional<InstanceTelemetry>)> done) {
+    const Request req = MakeRequest(http::verb::get, "/v1/telemetry", host_header, "", "");
+    beast::flat_buffer buffer;
+    std::unique_ptr<HeaderParser> header;
+    std::string error;
+    std::optional<InstanceTelemetry> result;
+    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, error);
+    if (conn != nullptr && header->get().result_int() == 200) {
+      http::response_parser<http::string_body> body{std::move(*header)};
+      body.body_limit(kMaxTelemetryBytes);
+      boost::system::error_code ec;
+      conn->expires_after(Wall(options.poll_timeout_s));
+      co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+      if (!ec) {
+        result = ParseTelemetry(body.get().body());
+        if (body.keep_alive()) Pool(std::move(conn));
+      }
+    }
+    done(std::move(result));
+  }
+
+  std::optional<InstanceTelemetry> ParseTelemetry(const std::string& text) {
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    std::string error;
+    auto t = TelemetryFromJson(j, error);
+    if (!t) std::fprintf(stderr, "talaria gateway: bad telemetry from '%s': %s\n", name.c_str(), error.c_str());
+    return t;
+  }
+};
+
+RemoteInstanceLink::RemoteInstanceLink(std::string name, const std::string& address, RemoteLinkOptions options)
+    : name_(std::move(name)), impl_(std::make_unique<Impl>(name_, options)) {
+  const auto colon = address.rfind(':');
+  boost::system::error_code ec;
+  net::ip::address ip;
+  int port = -1;
+  if (colon != std::string::npos) {
+    ip = net::ip::make_address(address.substr(0, colon), ec);
+    try {
+      std::size_t used = 0;
+      port = std::stoi(address.substr(colon + 1), &used);
+      if (used != address.size() - colon - 1) port = -1;
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (colon == std::string::npos || ec || port < 1 || port > 65535) {
+    throw InputError("instance '" + name_ + "' address", "'" + address + "' is not IP:PORT (for example 127.0.0.1:8101)");
+  }
+  impl_->endpoint = tcp::endpoint(ip, static_cast<std::uint16_t>(port));
+  impl_->host_header = address;
+}
+
+RemoteInstanceLink::~RemoteInstanceLink() { Stop(); }
+
+void RemoteInstanceLink::Start() {
+  impl_->work.emplace(impl_->io.get_executor());
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+}
+
+void RemoteInstanceLink::Stop() {
+  if (!impl_->thread.joinable()) return;
+  impl_->work.reset();
+  impl_->io.stop();
+  impl_->thread.join();
+  impl_->idle.clear();
+}
+
+void RemoteInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) {
+  auto rc = std::make_shared<RemoteCall>();
+  rc->call = std::move(call);
+  rc->sink = std::move(sink);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->live[rc->call->id] = rc;
+  }
+  net::co_spawn(impl_->io, impl_->RunCall(rc), [this, rc](std::exception_ptr e) {
+    if (e == nullptr) return;
+    std::string why = "internal error";
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      why = ex.what();
+    }
+    impl_->End(*rc, [&] { rc->sink->OnError(UnreachableError(name_, why)); });
+  });
+}
+
+bool RemoteInstanceLink::Cancel(std::int64_t id) {
+  std::shared_ptr<RemoteCall> rc;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->live.find(id);
+    if (it == impl_->live.end()) return false;
+    rc = it->second;
+    rc->cancelled = true;
+    impl_->live.erase(it);
+  }
+  // Closing the connection tells the instance server, which frees the call.
+  net::post(impl_->io, [rc] {
+    if (rc->stream != nullptr) {
+      boost::system::error_code ec;
+      rc->stream->socket().close(ec);
+    }
+  });
+  return true;
+}
+
+void RemoteInstanceLink::PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) {
+  auto shared_done = std::make_shared<std::function<void(std::optional<InstanceTelemetry>)>>(std::move(done));
+  net::co_spawn(impl_->io, impl_->RunPoll(*shared_done), [shared_done](std::exception_ptr e) {
+    if (e != nullptr) (*shared_done)(std::nullopt);
+  });
+}
+
+}  // namespace talaria

@@ -1,0 +1,52 @@
+// The gateway's link to an instance server over HTTP (`talaria gateway` in
+// front of `talaria instance` processes). Connections are kept alive and
+// reused; a call is POSTed to the instance's /v1/completions as token ids
+// with stream=true, and its server-sent events are relayed to the sink; the
+// final chunk's usage (cached tokens, KV source) ends the call. Telemetry
+// polls GET /v1/telemetry with a timeout.
+//
+// Failures: a refused or broken connection before the response ends is
+// reported as 503 instance_unreachable (UnreachableError), which the gateway
+// retries elsewhere when nothing was streamed yet; a reused keep-alive
+// connection the instance had closed is retried once on a fresh one first.
+// Cancel closes the call's connection; the instance server notices at its
+// next write and frees the call's slot and KV.
+//
+// Thread safety: every method may be called from any thread; sinks run on
+// the link's I/O thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server/instance_link.h"
+
+namespace talaria {
+
+struct RemoteLinkOptions {
+  double connect_timeout_s = 1.0;  // wall seconds to establish a connection
+  double poll_timeout_s = 1.0;     // wall seconds for a telemetry answer
+  std::size_t max_idle_connections = 64;
+};
+
+class RemoteInstanceLink final : public InstanceLink {
+ public:
+  // `address` is HOST:PORT (an IP address). Throws InputError when it is not.
+  RemoteInstanceLink(std::string name, const std::string& address, RemoteLinkOptions options = {});
+  ~RemoteInstanceLink() override;
+
+  void Start() override;
+  void Stop() override;
+  const std::string& name() const override { return name_; }
+  void Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) override;
+  bool Cancel(std::int64_t id) override;
+  void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) override;
+
+ private:
+  struct Impl;
+  std::string name_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace talaria

@@ -1,0 +1,65 @@
+// What the HTTP front (server/http_server.h) serves: the gateway and an
+// instance server both implement this, so one HTTP implementation carries
+// the OpenAI-compatible API, telemetry, admin, health and metrics for both.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "server/metrics.h"
+#include "server/openai_api.h"
+
+namespace talaria {
+
+struct Usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t cached_tokens = 0;
+  // Where the reused prompt KV came from ("device", "host", "recompute");
+  // reported to the gateway as a Talaria extension of the final chunk.
+  std::string kv_source;
+  std::string instance;  // which instance served the call
+};
+
+// Receives one call's output. Exactly one of OnDone / OnError ends a call.
+// Methods may run on any thread and must not block.
+class CompletionSink {
+ public:
+  virtual ~CompletionSink() = default;
+  virtual void OnDelta(const std::string& text) = 0;
+  virtual void OnDone(const Usage& usage, const std::string& finish_reason) = 0;
+  virtual void OnError(const ApiError& error) = 0;
+};
+
+class CompletionService {
+ public:
+  virtual ~CompletionService() = default;
+
+  // Runs one call; the sink hears the outcome (possibly before Submit
+  // returns). `api_key` scopes the session id. Returns an id for Cancel, or
+  // -1 when the call was refused (its sink got the error).
+  virtual std::int64_t Submit(const CompletionRequest& request, const std::string& api_key,
+                              std::shared_ptr<CompletionSink> sink) = 0;
+  // The client went away: drop the call, freeing its slot and KV. Counts it
+  // failed unless it had already finished. Returns whether it was dropped.
+  virtual bool Cancel(std::int64_t id) = 0;
+
+  // Sorted model names (GET /v1/models).
+  virtual std::vector<std::string> Models() const = 0;
+  // GET /v1/telemetry.
+  virtual nlohmann::json Telemetry() = 0;
+  // POST /admin/models/{model}/{action}: the response body, or an error.
+  // Services without admin operations answer 404.
+  virtual std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action);
+
+  virtual bool RequiresApiKey() const = 0;
+  virtual bool ApiKeyAccepted(const std::string& key) const = 0;
+  virtual ServerMetrics& metrics() = 0;
+};
+
+}  // namespace talaria

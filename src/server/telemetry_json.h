@@ -1,0 +1,22 @@
+// The wire form of an instance's telemetry snapshot (GET /v1/telemetry on an
+// instance server, polled by the gateway each heartbeat): every field the
+// router reads, keyed by the InstanceTelemetry field names. `taken_at_s` is
+// the instance's own emulated clock; the gateway replaces it with its own
+// send time, since the two processes' clocks are not comparable.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "instance/telemetry.h"
+
+namespace talaria {
+
+nlohmann::json TelemetryToJson(const InstanceTelemetry& t);
+
+// Parses a snapshot; on a missing or wrong-typed field returns nullopt and
+// names it in `error`.
+std::optional<InstanceTelemetry> TelemetryFromJson(const nlohmann::json& j, std::string& error);
+
+}  // namespace talaria
