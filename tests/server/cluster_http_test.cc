@@ -1,0 +1,302 @@
+// Two instance servers and a gateway on loopback with ephemeral ports, the
+// gateway reaching the instances over HTTP exactly as `talaria gateway`
+// reaches `talaria instance` processes (tests/e2e/cluster.sh runs the
+// processes themselves, and kills one).
+#include <utility>  // before Boost 1.74's asio (see http_server.cc)
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "instance/test_profiles.h"
+#include "server/gateway.h"
+#include "server/http_server.h"
+#include "server/instance_service.h"
+#include "server/remote_instance.h"
+#include "server/telemetry_json.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+  json Json() const { return json::parse(body); }
+};
+
+Reply Call(std::uint16_t port, http::verb verb, const std::string& target, const std::string& body = "",
+           const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  net::io_context io;
+  tcp::socket socket(io);
+  socket.connect({net::ip::make_address("127.0.0.1"), port});
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "localhost");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  if (!body.empty()) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+  }
+  http::write(socket, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res);
+  Reply r;
+  r.status = static_cast<int>(res.result_int());
+  r.body = res.body();
+  if (auto it = res.find(http::field::retry_after); it != res.end()) r.retry_after = std::string(it->value());
+  return r;
+}
+
+std::uint64_t MetricValue(const std::string& metrics, const std::string& series) {
+  const auto pos = metrics.find("\n" + series + " ");
+  if (pos == std::string::npos) return 0;
+  return std::stoull(metrics.substr(pos + series.size() + 2));
+}
+
+std::string ChatBody(const std::string& model, const std::string& content, bool stream = false) {
+  return json{{"model", model},
+              {"max_tokens", 4},
+              {"stream", stream},
+              {"messages", json::array({json{{"role", "user"}, {"content", content}}})}}
+      .dump();
+}
+
+// i0 holds model "a" open, i1 holds "b"; each may serve both but keeps one
+// open, so a call for the other model would need a full open from storage.
+// Emulated time runs 100x faster than the wall. The heartbeat is left to
+// the tests (Gateway::Heartbeat), so what the router knows is scripted.
+class ClusterHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    profiles_.Add(testing::TinyProfile("a"));
+    profiles_.Add(testing::TinyProfile("b"));
+    cluster_.source = "test";
+    cluster_.serve.time_scale = 100;
+    cluster_.heartbeat_s = 1e5;          // no automatic heartbeat within a test
+    cluster_.router.stale_after_s = 1e6;  // snapshots stay fresh; health decides
+    const char* open[] = {"a", "b"};
+    for (int i = 0; i < 2; ++i) {
+      InstanceConfig ic = testing::TinyInstance("i" + std::to_string(i), {"a", "b"});
+      ic.resident = {open[i]};
+      ic.max_resident = 1;
+      cluster_.instances.push_back(ic);
+      services_[i] = std::make_unique<InstanceService>(ic, profiles_, cluster_.serve);
+      services_[i]->Start();
+      servers_[i] = std::make_unique<HttpServer>(*services_[i], "127.0.0.1", 0);
+      ports_[i] = servers_[i]->Start();
+    }
+    std::vector<std::unique_ptr<InstanceLink>> links;
+    for (int i = 0; i < 2; ++i) {
+      links.push_back(std::make_unique<RemoteInstanceLink>(cluster_.instances[i].name,
+                                                           "127.0.0.1:" + std::to_string(ports_[i])));
+    }
+    gateway_ = std::make_unique<Gateway>(cluster_, profiles_, std::move(links));
+    gateway_->Start();
+    gateway_server_ = std::make_unique<HttpServer>(*gateway_, "127.0.0.1", 0);
+    port_ = gateway_server_->Start();
+  }
+
+  void TearDown() override {
+    gateway_server_.reset();
+    gateway_.reset();
+    for (int i = 0; i < 2; ++i) Kill(i);
+  }
+
+  // The instance's process goes away: its listener and connections close.
+  void Kill(int i) {
+    servers_[i].reset();
+    services_[i].reset();
+  }
+
+  Reply Chat(const std::string& body, const std::string& session = "") {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!session.empty()) headers.emplace_back("X-Session-Id", session);
+    return Call(port_, http::verb::post, "/v1/chat/completions", body, headers);
+  }
+
+  json GatewayTelemetry(int i) { return Call(port_, http::verb::get, "/v1/telemetry").Json()["instances"][i]; }
+
+  ProfileSet profiles_;
+  ClusterConfig cluster_;
+  std::unique_ptr<InstanceService> services_[2];
+  std::unique_ptr<HttpServer> servers_[2];
+  std::uint16_t ports_[2] = {0, 0};
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpServer> gateway_server_;
+  std::uint16_t port_ = 0;
+};
+
+TEST_F(ClusterHttpTest, SecondCallInsideTauLandsOnTheSameInstanceWithCachedTokens) {
+  const std::string turn1 = ChatBody("a", std::string(400, 'x'));
+  const Reply r1 = Chat(turn1, "s1");
+  ASSERT_EQ(r1.status, 200) << r1.body;
+  const std::string first = r1.Json()["talaria"]["instance"];
+  json turn2 = json::parse(turn1);
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", r1.Json()["choices"][0]["message"]["content"]}});
+  turn2["messages"].push_back({{"role", "tool"}, {"content", "ok"}});
+  const Reply r2 = Chat(turn2.dump(), "s1");  // well inside tau = 1 emulated second
+  ASSERT_EQ(r2.status, 200) << r2.body;
+  EXPECT_EQ(r2.Json()["talaria"]["instance"], first);
+  EXPECT_EQ(r2.Json()["talaria"]["kv_source"], "device");
+  EXPECT_GE(r2.Json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 384);
+  EXPECT_EQ(MetricValue(Call(port_, http::verb::get, "/metrics").body, "talaria_lease_hits_total"), 1u);
+}
+
+TEST_F(ClusterHttpTest, ACallGoesToTheInstanceWhereItsModelIsOpen) {
+  for (const char* model : {"a", "b"}) {
+    const Reply r = Chat(ChatBody(model, "hello"));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.Json()["talaria"]["instance"], std::string(model) == "a" ? "i0" : "i1");
+  }
+}
+
+TEST_F(ClusterHttpTest, InstanceServerExposesTelemetryAdminAndMetrics) {
+  ASSERT_EQ(Call(ports_[1], http::verb::get, "/health").status, 200);
+  const Reply t = Call(ports_[1], http::verb::get, "/v1/telemetry");
+  ASSERT_EQ(t.status, 200);
+  std::string error;
+  const auto snapshot = TelemetryFromJson(t.Json(), error);
+  ASSERT_TRUE(snapshot.has_value()) << error;
+  EXPECT_EQ(snapshot->instance, "i1");
+  ASSERT_EQ(snapshot->models.size(), 2u);
+  EXPECT_FALSE(snapshot->models[0].resident);  // "a" is closed on i1
+  EXPECT_TRUE(snapshot->models[1].resident);
+  EXPECT_GT(snapshot->models[0].full_open_s, 0);
+
+  // Open "a" there; "b" stays open beyond max_resident 1, being active.
+  EXPECT_EQ(Call(ports_[1], http::verb::post, "/admin/models/a/open").status, 200);
+  const auto after = TelemetryFromJson(Call(ports_[1], http::verb::get, "/v1/telemetry").Json(), error);
+  ASSERT_TRUE(after.has_value()) << error;
+  EXPECT_TRUE(after->models[0].resident);
+  EXPECT_GT(after->version, snapshot->version);
+  const Reply busy = Call(ports_[1], http::verb::post, "/admin/models/b/close");  // b is the active model
+  EXPECT_EQ(busy.status, 409);
+  EXPECT_EQ(busy.Json()["error"]["code"], "model_busy");
+  EXPECT_EQ(Call(ports_[1], http::verb::post, "/admin/models/a/close").status, 200);
+  EXPECT_EQ(Call(ports_[1], http::verb::post, "/admin/models/zz/open").status, 404);
+  EXPECT_EQ(Call(ports_[1], http::verb::post, "/admin/models/a/reboot").status, 404);
+  EXPECT_EQ(Call(ports_[1], http::verb::get, "/admin/models/a/open").status, 405);
+  // The gateway has no admin operations.
+  EXPECT_EQ(Call(port_, http::verb::post, "/admin/models/a/open").status, 404);
+
+  ASSERT_EQ(Chat(ChatBody("b", "count me")).status, 200);
+  const std::string m = Call(ports_[1], http::verb::get, "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "talaria_calls_completed_total"), 1u);
+  EXPECT_EQ(MetricValue(m, "talaria_kv_source_total{source=\"recompute\"}"), 1u);
+  EXPECT_NE(m.find("talaria_ttft_seconds_bucket"), std::string::npos);
+}
+
+// The instance dies between heartbeats: the call the router sends there
+// finds it unreachable before anything streamed and is placed on the other
+// instance; the next heartbeat marks it unhealthy, and later calls go
+// straight to the survivor.
+TEST_F(ClusterHttpTest, AKilledInstanceIsRetriedAroundAndThenExcluded) {
+  ASSERT_EQ(Chat(ChatBody("a", "warm the connection")).status, 200);  // a kept-alive connection to i0
+  Kill(0);
+  const Reply r = Chat(ChatBody("a", "after the kill", /*stream=*/true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("instance":"i1")"), std::string::npos);
+  std::string m = Call(port_, http::verb::get, "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "talaria_calls_retried_total"), 1u);
+  EXPECT_EQ(MetricValue(m, "talaria_instance_unreachable_total{instance=\"i0\"}"), 1u);
+
+  gateway_->Heartbeat();
+  for (int k = 0; k < 200 && GatewayTelemetry(1)["version"].get<int>() < 2; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(GatewayTelemetry(0)["healthy"].get<bool>());
+  EXPECT_TRUE(GatewayTelemetry(1)["healthy"].get<bool>());
+  const Reply next = Chat(ChatBody("a", "next"));
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(next.Json()["talaria"]["instance"], "i1");
+  m = Call(port_, http::verb::get, "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "talaria_calls_retried_total"), 1u);  // no second attempt on i0
+  EXPECT_EQ(MetricValue(m, "talaria_calls_accepted_total"),
+            MetricValue(m, "talaria_calls_completed_total") + MetricValue(m, "talaria_calls_failed_total"));
+}
+
+TEST_F(ClusterHttpTest, NoLiveInstanceGives503ThenAfterAHeartbeat429) {
+  Kill(0);
+  Kill(1);
+  const Reply down = Chat(ChatBody("a", "anyone?"));
+  EXPECT_EQ(down.status, 503) << down.body;
+  EXPECT_EQ(down.Json()["error"]["code"], "instance_unreachable");
+  EXPECT_EQ(down.Json()["error"]["type"], "server_error");
+
+  gateway_->Heartbeat();
+  for (int k = 0; k < 200 && GatewayTelemetry(0)["healthy"].get<bool>(); ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const Reply shed = Chat(ChatBody("a", "anyone now?"));
+  EXPECT_EQ(shed.status, 429) << shed.body;
+  EXPECT_EQ(shed.retry_after, "1");
+  EXPECT_EQ(shed.Json()["error"]["code"], "no_capacity");
+  const std::string m = Call(port_, http::verb::get, "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "talaria_calls_accepted_total"), 1u);  // the 503 one; the 429 was never accepted
+  EXPECT_EQ(MetricValue(m, "talaria_calls_failed_total"), 1u);
+}
+
+TEST_F(ClusterHttpTest, ErrorPathsThroughTheGatewayKeepTheirBodies) {
+  const Reply bad = Chat(R"({"model":"a","messages":"hi"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.Json()["error"]["param"], "messages");
+  const Reply unknown = Chat(ChatBody("gpt-9", "x"));
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.Json()["error"]["code"], "model_not_found");
+}
+
+TEST(RemoteInstanceLinkTest, RejectsAnAddressThatIsNotIpPort) {
+  EXPECT_THROW(RemoteInstanceLink("x", "localhost"), InputError);
+  EXPECT_THROW(RemoteInstanceLink("x", "127.0.0.1:0"), InputError);
+  EXPECT_THROW(RemoteInstanceLink("x", "127.0.0.1:80x"), InputError);
+  EXPECT_NO_THROW(RemoteInstanceLink("x", "127.0.0.1:8101"));
+}
+
+TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
+  InstanceTelemetry t;
+  t.instance = "i9";
+  t.version = 7;
+  t.round_estimate_s = 1.5;
+  t.kv_total_bytes = 1 << 20;
+  ModelTelemetry m;
+  m.name = "a";
+  m.resident = true;
+  m.queued = 3;
+  m.switch_in_s = 0.2;
+  t.models.push_back(m);
+  t.sessions.emplace("s", CachedPrefix{"a", KvState::kHost, 640});
+  std::string error;
+  const auto back = TelemetryFromJson(TelemetryToJson(t), error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(back->instance, "i9");
+  EXPECT_EQ(back->version, 7u);
+  EXPECT_EQ(back->models[0].queued, 3);
+  EXPECT_DOUBLE_EQ(back->models[0].switch_in_s, 0.2);
+  EXPECT_EQ(back->sessions.at("s").state, KvState::kHost);
+  EXPECT_EQ(back->sessions.at("s").tokens, 640);
+
+  json j = TelemetryToJson(t);
+  j["models"][0].erase("queued");
+  EXPECT_FALSE(TelemetryFromJson(j, error).has_value());
+  EXPECT_NE(error.find("models[].queued"), std::string::npos) << error;
+  j = TelemetryToJson(t);
+  j["sessions"]["s"]["state"] = "lost";
+  EXPECT_FALSE(TelemetryFromJson(j, error).has_value());
+  EXPECT_NE(error.find("sessions.s.state"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace talaria
