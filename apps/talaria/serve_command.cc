@@ -64,8 +64,8 @@ int PortOf(const std::string& address) { return std::stoi(address.substr(address
 
 // Serves until SIGINT or SIGTERM; `what` names the server in messages.
 void ServeUntilSignal(CompletionService& service, const std::string& host, int port, const ServeArgs& a,
-                      const std::string& what, const std::string& detail) {
-  HttpServer server(service, host, static_cast<std::uint16_t>(port));
+                      const std::string& what, const std::string& detail, std::shared_ptr<IoLoop> loop = nullptr) {
+  HttpServer server(service, host, static_cast<std::uint16_t>(port), std::move(loop));
   const std::uint16_t bound = server.Start();
   if (!a.port_file.empty()) {
     std::ofstream out(a.port_file);
@@ -141,6 +141,9 @@ void RunGateway(const ServeArgs& a) {
     }
     if (!found) throw InputError("--instance-address", "'" + flag + "' does not name an instance of the config (NAME=IP:PORT)");
   }
+  // One I/O thread for the client side and the instance side: a call's
+  // hops between the two never wake another thread.
+  auto loop = std::make_shared<IoLoop>();
   std::vector<std::unique_ptr<InstanceLink>> links;
   for (std::size_t i = 0; i < cluster.instances.size(); ++i) {
     if (cluster.instance_addresses[i].empty()) {
@@ -150,7 +153,8 @@ void RunGateway(const ServeArgs& a) {
     RemoteLinkOptions options;
     // A poll answered later than two heartbeats is a missed heartbeat.
     options.poll_timeout_s = std::max(0.05, 2 * cluster.heartbeat_s / cluster.serve.time_scale);
-    links.push_back(std::make_unique<RemoteInstanceLink>(cluster.instances[i].name, cluster.instance_addresses[i], options));
+    links.push_back(
+        std::make_unique<RemoteInstanceLink>(cluster.instances[i].name, cluster.instance_addresses[i], options, loop));
   }
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   Gateway gateway(cluster, profiles, std::move(links));
@@ -158,7 +162,7 @@ void RunGateway(const ServeArgs& a) {
   char detail[256];
   std::snprintf(detail, sizeof detail, "gateway over %zu instance server%s; %s", cluster.instances.size(),
                 cluster.instances.size() == 1 ? "" : "s", KeysNote(cluster).c_str());
-  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "gateway", detail);
+  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "gateway", detail, loop);
   gateway.Stop();
 }
 

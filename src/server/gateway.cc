@@ -203,6 +203,7 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   link->model = request.model;
   link->prompt = std::move(std::get<std::vector<std::int32_t>>(prompt));
   link->max_tokens = request.max_tokens;
+  link->stream = request.stream;
   link->session_id = request.session_id;
   link->api_key = api_key;
   auto call = std::make_shared<Call>();

@@ -215,16 +215,21 @@ struct HttpServer::Impl {
   CompletionService& service;
   std::string host;
   std::uint16_t port;
-  net::io_context io{1};
+  std::shared_ptr<IoLoop> loop;
+  net::io_context& io;
   tcp::acceptor acceptor{io};
-  std::thread thread;
   std::int64_t next_id = 0;
 
-  Impl(CompletionService& s, std::string h, std::uint16_t p) : service(s), host(std::move(h)), port(p) {}
+  Impl(CompletionService& s, std::string h, std::uint16_t p, std::shared_ptr<IoLoop> l)
+      : service(s), host(std::move(h)), port(p), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {}
 
   net::awaitable<void> Accept() {
     for (;;) {
       tcp::socket socket = co_await acceptor.async_accept(net::use_awaitable);
+      // Streams are many small writes: without this, Nagle's algorithm and
+      // the peer's delayed ACK hold each chunk back by tens of milliseconds.
+      boost::system::error_code ec;
+      socket.set_option(tcp::no_delay(true), ec);
       net::co_spawn(io, Connection(std::move(socket)), net::detached);
     }
   }
@@ -350,8 +355,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(CompletionService& service, std::string host, std::uint16_t port)
-    : impl_(std::make_unique<Impl>(service, std::move(host), port)) {}
+HttpServer::HttpServer(CompletionService& service, std::string host, std::uint16_t port, std::shared_ptr<IoLoop> loop)
+    : impl_(std::make_unique<Impl>(service, std::move(host), port, std::move(loop))) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -369,14 +374,13 @@ std::uint16_t HttpServer::Start() {
                                   ec.message());
   }
   net::co_spawn(impl_->io, impl_->Accept(), net::detached);
-  impl_->thread = std::thread([this] { impl_->io.run(); });
+  impl_->loop->Start();
   return impl_->acceptor.local_endpoint().port();
 }
 
 void HttpServer::Stop() {
   if (!impl_) return;
-  impl_->io.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->loop->Stop();
 }
 
 void HttpServer::WaitForSignal() {

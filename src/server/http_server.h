@@ -25,13 +25,16 @@
 #include <memory>
 #include <string>
 
+#include "server/io_loop.h"
 #include "server/service.h"
 
 namespace talaria {
 
 class HttpServer {
  public:
-  HttpServer(CompletionService& service, std::string host, std::uint16_t port);
+  // Runs on `loop` when given (shared, for instance, with the gateway's
+  // instance links); otherwise on a loop of its own.
+  HttpServer(CompletionService& service, std::string host, std::uint16_t port, std::shared_ptr<IoLoop> loop = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -39,6 +42,7 @@ class HttpServer {
   // Binds, starts the I/O thread and returns the bound port (useful with 0).
   // Throws InputError when the address cannot be bound.
   std::uint16_t Start();
+  // Stops the loop (a shared one too: stop servers when the process stops).
   void Stop();
   // Blocks until SIGINT or SIGTERM (for the serving commands).
   void WaitForSignal();

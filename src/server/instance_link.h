@@ -25,6 +25,9 @@ struct LinkCall {
   std::string model;
   std::vector<std::int32_t> prompt;  // token ids
   std::int64_t max_tokens = 0;
+  // Whether the client streams: a non-streaming call is forwarded without
+  // streaming too (one answer to relay instead of an event per token).
+  bool stream = true;
   std::string session_id;      // as the client gave it (unscoped); empty: none
   std::string scoped_session;  // the gateway's scoped id (the same scoping the instance applies)
   std::string api_key;         // the client's key, forwarded (it scopes the session there too)

@@ -60,7 +60,7 @@ Request MakeRequest(http::verb verb, const std::string& target, const std::strin
 }
 
 std::string CallBody(const LinkCall& c) {
-  json body = {{"model", c.model}, {"prompt", c.prompt}, {"max_tokens", c.max_tokens}, {"stream", true}};
+  json body = {{"model", c.model}, {"prompt", c.prompt}, {"max_tokens", c.max_tokens}, {"stream", c.stream}};
   if (!c.session_id.empty()) body["session_id"] = c.session_id;
   return body.dump();
 }
@@ -98,15 +98,15 @@ struct RemoteInstanceLink::Impl {
   std::string host_header;
   tcp::endpoint endpoint;
   RemoteLinkOptions options;
-  net::io_context io{1};
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-  std::thread thread;
+  std::shared_ptr<IoLoop> loop;
+  net::io_context& io;
   std::vector<std::unique_ptr<Stream>> idle;  // kept-alive connections; I/O thread only
 
   std::mutex mu;
   std::unordered_map<std::int64_t, std::shared_ptr<RemoteCall>> live;  // guarded by mu
 
-  Impl(const std::string& n, RemoteLinkOptions o) : name(n), options(o) {}
+  Impl(const std::string& n, RemoteLinkOptions o, std::shared_ptr<IoLoop> l)
+      : name(n), options(o), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {}
 
   bool Cancelled(RemoteCall& rc) {
     std::lock_guard<std::mutex> lock(mu);
@@ -151,6 +151,7 @@ struct RemoteInstanceLink::Impl {
           error = "connect to " + host_header + ": " + ec.message();
           co_return nullptr;
         }
+        conn->socket().set_option(tcp::no_delay(true), ec);  // small writes go out at once
       }
       if (rc != nullptr) {
         if (Cancelled(*rc)) co_return nullptr;
@@ -231,6 +232,23 @@ struct RemoteInstanceLink::Impl {
       End(*rc, [&] { rc->sink->OnError(e); });
       co_return;
     }
+    if (!rc->call->stream) {  // one JSON answer: the text and the usage
+      http::response_parser<http::string_body> body{std::move(*header)};
+      body.body_limit(boost::none);
+      co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+      rc->stream = nullptr;
+      StreamState st;
+      if (!ec) HandleEvent(body.get().body(), *rc, st);
+      if (ec) {
+        End(*rc, [&] { rc->sink->OnError(UnreachableError(name, "the connection broke mid-call: " + ec.message())); });
+      } else if (st.error || !st.got_usage) {
+        End(*rc, [&] { rc->sink->OnError(st.error ? *st.error : UnreachableError(name, "its answer had no usage")); });
+      } else {
+        if (body.keep_alive()) Pool(std::move(conn));
+        End(*rc, [&] { rc->sink->OnDone(st.usage, st.finish_reason); });
+      }
+      co_return;
+    }
     http::response_parser<http::buffer_body> stream{std::move(*header)};
     stream.body_limit(boost::none);
     StreamState st;
@@ -288,8 +306,9 @@ struct RemoteInstanceLink::Impl {
   }
 };
 
-RemoteInstanceLink::RemoteInstanceLink(std::string name, const std::string& address, RemoteLinkOptions options)
-    : name_(std::move(name)), impl_(std::make_unique<Impl>(name_, options)) {
+RemoteInstanceLink::RemoteInstanceLink(std::string name, const std::string& address, RemoteLinkOptions options,
+                                       std::shared_ptr<IoLoop> loop)
+    : name_(std::move(name)), impl_(std::make_unique<Impl>(name_, options, std::move(loop))) {
   const auto colon = address.rfind(':');
   boost::system::error_code ec;
   net::ip::address ip;
@@ -313,17 +332,11 @@ RemoteInstanceLink::RemoteInstanceLink(std::string name, const std::string& addr
 
 RemoteInstanceLink::~RemoteInstanceLink() { Stop(); }
 
-void RemoteInstanceLink::Start() {
-  impl_->work.emplace(impl_->io.get_executor());
-  impl_->thread = std::thread([this] { impl_->io.run(); });
-}
+void RemoteInstanceLink::Start() { impl_->loop->Start(); }
 
 void RemoteInstanceLink::Stop() {
-  if (!impl_->thread.joinable()) return;
-  impl_->work.reset();
-  impl_->io.stop();
-  impl_->thread.join();
-  impl_->idle.clear();
+  impl_->loop->Stop();
+  impl_->idle.clear();  // the loop's thread is gone: safe to touch here
 }
 
 void RemoteInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) {

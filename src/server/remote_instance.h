@@ -21,6 +21,7 @@
 #include <string>
 
 #include "server/instance_link.h"
+#include "server/io_loop.h"
 
 namespace talaria {
 
@@ -33,10 +34,14 @@ struct RemoteLinkOptions {
 class RemoteInstanceLink final : public InstanceLink {
  public:
   // `address` is HOST:PORT (an IP address). Throws InputError when it is not.
-  RemoteInstanceLink(std::string name, const std::string& address, RemoteLinkOptions options = {});
+  // Runs on `loop` when given (shared with the gateway's HTTP front, so a
+  // call never changes threads), else on a loop of its own.
+  RemoteInstanceLink(std::string name, const std::string& address, RemoteLinkOptions options = {},
+                     std::shared_ptr<IoLoop> loop = nullptr);
   ~RemoteInstanceLink() override;
 
   void Start() override;
+  // Stops the loop (a shared one too) and drops idle connections.
   void Stop() override;
   const std::string& name() const override { return name_; }
   void Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) override;

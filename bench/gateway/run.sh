@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Added latency and throughput of the gateway, measured side by side in one
+# run: wrk against (1) a `talaria instance` directly, (2) a `talaria gateway`
+# in front of it, (3) Debian's nginx as a reverse proxy in front of the same
+# instance (keep-alive upstream, one worker process). Installs nginx-light
+# and wrk from Debian if missing.
+# Usage: bench/gateway/run.sh [path/to/talaria] [seconds per run (default 10)]
+set -euo pipefail
+dir=$(cd "$(dirname "$0")" && pwd)
+bin=${1:-$dir/../../build/talaria}
+secs=${2:-10}
+if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
+  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nginx-light wrk
+fi
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -f "$tmp/nginx.pid" ]] && kill "$(cat "$tmp/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+wait_port() {
+  for _ in $(seq 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
+  echo "run.sh: no port in $1" >&2; exit 1
+}
+
+"$bin" instance --config "$dir/bench.toml" --port 0 --port-file "$tmp/instance.port" > "$tmp/instance.log" 2>&1 &
+pids+=($!)
+ip=$(wait_port "$tmp/instance.port")
+"$bin" gateway --config "$dir/bench.toml" --port 0 --port-file "$tmp/gateway.port" \
+  --instance-address "worker-0=127.0.0.1:$ip" > "$tmp/gateway.log" 2>&1 &
+pids+=($!)
+gp=$(wait_port "$tmp/gateway.port")
+np=$((ip + 1))
+while (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null; do np=$((np + 1)); done
+cat > "$tmp/nginx.conf" <<NGINX
+worker_processes 1;
+pid $tmp/nginx.pid;
+error_log $tmp/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $tmp/body;
+  proxy_temp_path $tmp/proxy;
+  upstream instance { server 127.0.0.1:$ip; keepalive 64; }
+  server {
+    listen 127.0.0.1:$np;
+    location / {
+      proxy_pass http://instance;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+NGINX
+nginx -c "$tmp/nginx.conf" -p "$tmp"
+for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null && break; sleep 0.05; done
+
+# One wrk run; prints "p50_us p99_us req_per_s".
+run() {
+  local port=$1 conns=$2
+  wrk -t "$(( conns < 2 ? 1 : 2 ))" -c "$conns" -d "${secs}s" --latency -s "$dir/request.lua" \
+    "http://127.0.0.1:$port" > "$tmp/wrk.out"
+  if ! grep -q "Non-2xx" "$tmp/wrk.out"; then :; else echo "run.sh: non-2xx answers:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
+  awk '
+    function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return (v + 0) * 1000; if (v ~ /s$/) return (v + 0) * 1e6; return v }
+    $1 == "50%" { p50 = us($2) } $1 == "99%" { p99 = us($2) } $1 == "Requests/sec:" { rps = $2 }
+    END { printf "%.0f %.0f %.0f\n", p50, p99, rps }' "$tmp/wrk.out"
+}
+
+# Warm up every path (connections, session tables).
+for port in "$ip" "$gp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http://127.0.0.1:$port" > /dev/null; done
+
+printf "%-34s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
+for conns in 1 32; do
+  read -r d50 d99 drps < <(run "$ip" "$conns")
+  read -r g50 g99 grps < <(run "$gp" "$conns")
+  read -r n50 n99 nrps < <(run "$np" "$conns")
+  printf "%-34s %10s %10s %12s\n" "instance directly ($conns)" "$d50" "$d99" "$drps"
+  printf "%-34s %10s %10s %12s\n" "gateway -> instance ($conns)" "$g50" "$g99" "$grps"
+  printf "%-34s %10s %10s %12s\n" "nginx -> instance ($conns)" "$n50" "$n99" "$nrps"
+  echo "  added p50: gateway $((g50 - d50)) us, nginx $((n50 - d50)) us; added p99: gateway $((g99 - d99)) us, nginx $((n99 - d99)) us"
+  awk -v g="$grps" -v n="$nrps" 'BEGIN { printf "  throughput gateway / nginx: %.2f\n", g / n }'
+done
