@@ -4,11 +4,12 @@
 # in front of it, (3) Debian's nginx as a reverse proxy in front of the same
 # instance (keep-alive upstream, one worker process). Installs nginx-light
 # and wrk from Debian if missing.
-# Usage: bench/gateway/run.sh [path/to/talaria] [seconds per run (default 10)]
+# Usage: bench/gateway/run.sh [path/to/talaria] [seconds per run (default 5)] [rounds (default 3)]
 set -euo pipefail
 dir=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$dir/../../build/talaria}
-secs=${2:-10}
+secs=${2:-5}
+rounds=${3:-3}
 if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
   sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
@@ -76,14 +77,27 @@ run() {
 # Warm up every path (connections, session tables).
 for port in "$ip" "$gp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http://127.0.0.1:$port" > /dev/null; done
 
+# Rounds interleave the three targets so drift on a shared machine hits
+# each alike; each figure is the median over rounds.
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 printf "%-34s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
 for conns in 1 32; do
-  read -r d50 d99 drps < <(run "$ip" "$conns")
-  read -r g50 g99 grps < <(run "$gp" "$conns")
-  read -r n50 n99 nrps < <(run "$np" "$conns")
-  printf "%-34s %10s %10s %12s\n" "instance directly ($conns)" "$d50" "$d99" "$drps"
-  printf "%-34s %10s %10s %12s\n" "gateway -> instance ($conns)" "$g50" "$g99" "$grps"
-  printf "%-34s %10s %10s %12s\n" "nginx -> instance ($conns)" "$n50" "$n99" "$nrps"
-  echo "  added p50: gateway $((g50 - d50)) us, nginx $((n50 - d50)) us; added p99: gateway $((g99 - d99)) us, nginx $((n99 - d99)) us"
-  awk -v g="$grps" -v n="$nrps" 'BEGIN { printf "  throughput gateway / nginx: %.2f\n", g / n }'
+  : > "$tmp/rows"
+  for round in $(seq "$rounds"); do
+    for target in direct:$ip gateway:$gp nginx:$np; do
+      echo "${target%%:*} $(run "${target#*:}" "$conns")" >> "$tmp/rows"
+    done
+  done
+  for t in direct gateway nginx; do
+    p50=$(awk -v t=$t '$1 == t { print $2 }' "$tmp/rows" | median)
+    p99=$(awk -v t=$t '$1 == t { print $3 }' "$tmp/rows" | median)
+    rps=$(awk -v t=$t '$1 == t { print $4 }' "$tmp/rows" | median)
+    eval "${t}_p50=$p50 ${t}_p99=$p99 ${t}_rps=$rps"
+  done
+  printf "%-34s %10s %10s %12s\n" "instance directly ($conns)" "$direct_p50" "$direct_p99" "$direct_rps"
+  printf "%-34s %10s %10s %12s\n" "gateway -> instance ($conns)" "$gateway_p50" "$gateway_p99" "$gateway_rps"
+  printf "%-34s %10s %10s %12s\n" "nginx -> instance ($conns)" "$nginx_p50" "$nginx_p99" "$nginx_rps"
+  echo "  added p50: gateway $((gateway_p50 - direct_p50)) us, nginx $((nginx_p50 - direct_p50)) us;" \
+       "added p99: gateway $((gateway_p99 - direct_p99)) us, nginx $((nginx_p99 - direct_p99)) us"
+  awk -v g="$gateway_rps" -v n="$nginx_rps" 'BEGIN { printf "  throughput gateway / nginx: %.2f\n", g / n }'
 done

@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -31,14 +32,19 @@ std::int64_t UnixNow() {
       .count();
 }
 
-Response JsonResponse(const Request& req, http::status status, const json& body) {
+// A JSON response whose body is already serialized.
+Response TextResponse(const Request& req, http::status status, std::string body) {
   Response res{status, req.version()};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::server, "talaria");
   res.keep_alive(req.keep_alive());
-  res.body() = body.dump();
+  res.body() = std::move(body);
   res.prepare_payload();
   return res;
+}
+
+Response JsonResponse(const Request& req, http::status status, const json& body) {
+  return TextResponse(req, status, body.dump());
 }
 
 Response ErrorResponse(const Request& req, const ApiError& e) {
@@ -103,17 +109,60 @@ net::awaitable<Event> NextEvent(CallChannel& channel) {
   co_return e;
 }
 
-json UsageJson(const Usage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+// Completion bodies are written straight into a string: they are built per
+// call (per token when streaming), where a JSON object tree costs more than
+// the rest of the serving path (measured by bench/gateway/run.sh).
+
+// Appends `text` as a JSON string literal. Bytes >= 0x80 pass through
+// (valid UTF-8 in, valid UTF-8 out).
+void AppendQuoted(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char esc[8];
+          std::snprintf(esc, sizeof esc, "\\u%04x", c);
+          out += esc;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
 }
 
-// The Talaria extension of a final chunk: where the call ran and where its
-// prefix KV came from (the gateway's completion hook reads it).
-json TalariaJson(const Usage& u) { return json{{"kv_source", u.kv_source}, {"instance", u.instance}}; }
+// Appends ,"usage":{...},"talaria":{...}: token counts, and the Talaria
+// extension (where the call ran and where its prefix KV came from; the
+// gateway's completion hook reads it).
+void AppendUsage(std::string& out, const Usage& u) {
+  out += ",\"usage\":{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
+         ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
+         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) +
+         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
+  out += ",\"talaria\":{\"kv_source\":";
+  AppendQuoted(out, u.kv_source);
+  out += ",\"instance\":";
+  AppendQuoted(out, u.instance);
+  out += '}';
+}
 
+// {"id":..,"object":..,"created":..,"model":..  (left open for the choices)
+void AppendHead(std::string& out, const std::string& id, const char* object, std::int64_t created,
+                const std::string& model) {
+  out += "{\"id\":";
+  AppendQuoted(out, id);
+  out += ",\"object\":\"";
+  out += object;
+  out += "\",\"created\":" + std::to_string(created) + ",\"model\":";
+  AppendQuoted(out, model);
+}
 
 // JSON is built outside the coroutines: GCC 12 miscompiles brace-initialised
 // string literals inside coroutine bodies ("array used as initializer").
@@ -129,46 +178,48 @@ Response ModelsResponse(const Request& req, const std::vector<std::string>& mode
 
 Response CompletionResponse(const Request& req, bool chat, const std::string& id, std::int64_t created,
                             const std::string& model, const std::string& text, const Event& done) {
-  json choice = chat ? json{{"index", 0},
-                            {"message", {{"role", "assistant"}, {"content", text}}},
-                            {"finish_reason", done.finish_reason}}
-                     : json{{"index", 0}, {"text", text}, {"finish_reason", done.finish_reason}};
-  json body = {{"id", id},
-               {"object", chat ? "chat.completion" : "text_completion"},
-               {"created", created},
-               {"model", model},
-               {"choices", json::array({choice})},
-               {"usage", UsageJson(done.usage)},
-               {"talaria", TalariaJson(done.usage)}};
-  return JsonResponse(req, http::status::ok, body);
+  std::string body;
+  body.reserve(320 + text.size());
+  AppendHead(body, id, chat ? "chat.completion" : "text_completion", created, model);
+  body += chat ? ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+               : ",\"choices\":[{\"index\":0,\"text\":";
+  AppendQuoted(body, text);
+  body += chat ? "},\"finish_reason\":" : ",\"finish_reason\":";
+  AppendQuoted(body, done.finish_reason);
+  body += "}]";
+  AppendUsage(body, done.usage);
+  body += '}';
+  return TextResponse(req, http::status::ok, std::move(body));
 }
 
 // One server-sent event of a stream: a delta, or the final chunk with usage.
 std::string StreamEvent(bool chat, const std::string& id, std::int64_t created, const std::string& model,
                         const Event& e, bool first_delta) {
-  json choice;
-  json chunk = {{"id", id},
-                {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", created},
-                {"model", model}};
+  if (e.kind == Event::Kind::kError) return "data: " + e.error.Body().dump() + "\n\n";
+  std::string out = "data: ";
+  out.reserve(256 + e.text.size());
+  AppendHead(out, id, chat ? "chat.completion.chunk" : "text_completion", created, model);
   if (e.kind == Event::Kind::kDelta) {
     if (chat) {
-      json delta = {{"content", e.text}};
-      if (first_delta) delta["role"] = "assistant";
-      choice = {{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}};
+      out += first_delta ? ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":"
+                         : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":";
+      AppendQuoted(out, e.text);
+      out += "},\"finish_reason\":null}]}";
     } else {
-      choice = {{"index", 0}, {"text", e.text}, {"finish_reason", nullptr}};
+      out += ",\"choices\":[{\"index\":0,\"text\":";
+      AppendQuoted(out, e.text);
+      out += ",\"finish_reason\":null}]}";
     }
-  } else if (e.kind == Event::Kind::kDone) {
-    choice = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", e.finish_reason}}
-                  : json{{"index", 0}, {"text", ""}, {"finish_reason", e.finish_reason}};
-    chunk["usage"] = UsageJson(e.usage);
-    chunk["talaria"] = TalariaJson(e.usage);
   } else {
-    return "data: " + e.error.Body().dump() + "\n\n";
+    out += chat ? ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
+                : ",\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":";
+    AppendQuoted(out, e.finish_reason);
+    out += "}]";
+    AppendUsage(out, e.usage);
+    out += '}';
   }
-  chunk["choices"] = json::array({choice});
-  return "data: " + chunk.dump() + "\n\n";
+  out += "\n\n";
+  return out;
 }
 
 Response MetricsResponse(const Request& req, std::string text) {

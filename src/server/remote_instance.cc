@@ -6,7 +6,10 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <initializer_list>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -59,10 +62,20 @@ Request MakeRequest(http::verb verb, const std::string& target, const std::strin
   return req;
 }
 
+// The instance's /v1/completions body: the prompt as token ids.
 std::string CallBody(const LinkCall& c) {
-  json body = {{"model", c.model}, {"prompt", c.prompt}, {"max_tokens", c.max_tokens}, {"stream", c.stream}};
-  if (!c.session_id.empty()) body["session_id"] = c.session_id;
-  return body.dump();
+  std::string out = "{\"model\":" + json(c.model).dump() + ",\"prompt\":[";
+  out.reserve(out.size() + 8 * c.prompt.size() + 96 + c.session_id.size());
+  char digits[16];
+  for (std::size_t i = 0; i < c.prompt.size(); ++i) {
+    if (i > 0) out += ',';
+    const auto r = std::to_chars(digits, digits + sizeof digits, c.prompt[i]);
+    out.append(digits, r.ptr);
+  }
+  out += "],\"max_tokens\":" + std::to_string(c.max_tokens) + ",\"stream\":" + (c.stream ? "true" : "false");
+  if (!c.session_id.empty()) out += ",\"session_id\":" + json(c.session_id).dump();
+  out += '}';
+  return out;
 }
 
 // Splits a server-sent event stream into the data of each event.
@@ -81,6 +94,75 @@ class SseDecoder {
 
  private:
   std::string pending_;
+};
+
+// Reads what the gateway needs from one completion event or answer (the
+// text, finish reason, usage and the Talaria extension) as the parser goes,
+// without building a JSON tree: this runs for every event of every call.
+class EventReader final : public nlohmann::json_sax<json> {
+ public:
+  bool object = false;  // the top level is an object
+  bool error = false;   // it has a top-level "error"
+  bool has_usage = false;
+  std::string text;
+  std::string finish_reason;
+  Usage usage;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override { return Integer(v); }
+  bool number_unsigned(number_unsigned_t v) override { return Integer(static_cast<std::int64_t>(v)); }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool string(string_t& v) override {
+    if (At({"choices", "[]", "text"}) || At({"choices", "[]", "message", "content"}) ||
+        At({"choices", "[]", "delta", "content"})) {
+      text = std::move(v);
+    } else if (At({"choices", "[]", "finish_reason"})) {
+      finish_reason = std::move(v);
+    } else if (At({"talaria", "kv_source"})) {
+      usage.kv_source = std::move(v);
+    } else if (At({"talaria", "instance"})) {
+      usage.instance = std::move(v);
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    if (path_.empty()) object = true;
+    path_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    path_.back() = std::move(k);
+    if (path_.size() == 1 && path_[0] == "error") error = true;
+    if (path_.size() == 1 && path_[0] == "usage") has_usage = true;
+    return true;
+  }
+  bool end_object() override {
+    path_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    path_.emplace_back("[]");
+    return true;
+  }
+  bool end_array() override {
+    path_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool At(std::initializer_list<std::string_view> want) const {
+    return path_.size() == want.size() && std::equal(want.begin(), want.end(), path_.begin());
+  }
+  bool Integer(std::int64_t v) {
+    if (At({"usage", "prompt_tokens"})) usage.prompt_tokens = v;
+    else if (At({"usage", "completion_tokens"})) usage.completion_tokens = v;
+    else if (At({"usage", "prompt_tokens_details", "cached_tokens"})) usage.cached_tokens = v;
+    return true;
+  }
+  std::vector<std::string> path_;  // object keys and "[]" for arrays, outermost first
 };
 
 // What the events of one call's stream said.
@@ -179,32 +261,19 @@ struct RemoteInstanceLink::Impl {
 
   void HandleEvent(std::string_view data, RemoteCall& rc, StreamState& st) {
     if (data == "[DONE]") return;
-    const json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) {
+    EventReader event;
+    if (!json::sax_parse(data, &event) || !event.object) {
       st.error = UnreachableError(name, "it sent an event that is not a JSON object");
       return;
     }
-    if (j.contains("error")) {
+    if (event.error) {
       st.error = ApiError::FromResponse(502, data);
       return;
     }
-    if (auto choices = j.find("choices"); choices != j.end() && choices->is_array() && !choices->empty()) {
-      const json& c = (*choices)[0];
-      if (auto text = c.find("text"); text != c.end() && text->is_string() && !text->get_ref<const std::string&>().empty()) {
-        if (!Cancelled(rc)) rc.sink->OnDelta(text->get<std::string>());
-      }
-      if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string()) st.finish_reason = fr->get<std::string>();
-    }
-    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
-      st.usage.prompt_tokens = u->value("prompt_tokens", std::int64_t{0});
-      st.usage.completion_tokens = u->value("completion_tokens", std::int64_t{0});
-      if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object()) {
-        st.usage.cached_tokens = d->value("cached_tokens", std::int64_t{0});
-      }
-      if (auto ext = j.find("talaria"); ext != j.end() && ext->is_object()) {
-        st.usage.kv_source = ext->value("kv_source", "");
-        st.usage.instance = ext->value("instance", "");
-      }
+    if (!event.text.empty() && !Cancelled(rc)) rc.sink->OnDelta(event.text);
+    if (!event.finish_reason.empty()) st.finish_reason = std::move(event.finish_reason);
+    if (event.has_usage) {
+      st.usage = std::move(event.usage);
       st.got_usage = true;
     }
   }
