@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <span>
@@ -18,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/time.h"
 #include "profile/profile.h"
 #include "server/openai_api.h"
 
@@ -49,10 +51,15 @@ class ModelCatalog {
 };
 
 // Each session's last context, for prefix matching; bounded, least recently
-// used first out. Not thread-safe: the owner locks.
+// used first out. A session ends when it has had no call for `idle_s` (or
+// is pushed out by the bound): `on_end` then hears its session completion
+// time, first call's arrival to last call's end. Ends are noticed when a
+// later call updates the table. Not thread-safe: the owner locks.
 class SessionContexts {
  public:
-  explicit SessionContexts(std::size_t max_sessions = 100'000) : max_sessions_(max_sessions) {}
+  using OnEnd = std::function<void(Duration sct)>;
+  explicit SessionContexts(std::size_t max_sessions = 100'000, double idle_s = 60, OnEnd on_end = nullptr)
+      : max_sessions_(max_sessions), idle_(FromSeconds(idle_s)), on_end_(std::move(on_end)) {}
 
   struct Match {
     std::int64_t prefix_tokens = 0;  // leading prompt tokens equal to the previous context
@@ -60,16 +67,23 @@ class SessionContexts {
     bool continuation = false;       // the session has a previous call
   };
   Match Find(const std::string& session, std::span<const std::int32_t> prompt) const;
-  // The session's context after a call: its prompt, then its output.
-  void Update(const std::string& session, std::vector<std::int32_t> context);
+  // The session's context after a call that arrived at `arrived` and ended
+  // at `now`: its prompt, then its output.
+  void Update(const std::string& session, std::vector<std::int32_t> context, TimePoint arrived, TimePoint now);
   std::size_t size() const { return table_.size(); }
 
  private:
   struct Entry {
     std::vector<std::int32_t> context;
     std::list<std::string>::iterator lru;
+    TimePoint first_arrival;
+    TimePoint last_done;
   };
+  void EndFront();
+
   std::size_t max_sessions_;
+  Duration idle_;
+  OnEnd on_end_;
   std::unordered_map<std::string, Entry> table_;
   std::list<std::string> lru_;  // front = least recently used
 };

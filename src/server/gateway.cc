@@ -86,6 +86,7 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
       links_(std::move(links)),
       heartbeat_s_(cluster.heartbeat_s),
       router_(cluster.router, Names(cluster), Tps(cluster), profiles),
+      sessions_(100'000, serve_.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }),
       last_(cluster.instances.size()),
       healthy_(cluster.instances.size(), false),
       polling_(cluster.instances.size(), false) {
@@ -276,7 +277,7 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
     router_.OnCompleted(c.scoped_session, c.model, call->instance,
                         static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
                         now);
-    sessions_.Update(c.scoped_session, std::move(context));
+    sessions_.Update(c.scoped_session, std::move(context), call->submitted, now);
     live_.erase(call->id);
   }
   ++metrics_.completed;

@@ -49,7 +49,8 @@ InstanceService::InstanceService(InstanceConfig config, const ProfileSet& profil
     : catalog_(std::span<const InstanceConfig>(&config, 1), profiles),
       block_tokens_(config.block_tokens),
       api_keys_(serve.api_keys),
-      driver_(std::move(config), profiles, std::make_unique<SimEngine>(), serve.time_scale, std::move(clock)) {
+      driver_(std::move(config), profiles, std::make_unique<SimEngine>(), serve.time_scale, std::move(clock)),
+      sessions_(100'000, serve.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }) {
   driver_.SetSwitchObserver([this](const SwitchRecord& r) {
     metrics_.switches.Add(ToString(r.path));
     if (switch_observer_) switch_observer_(r);
@@ -115,7 +116,7 @@ std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector
       std::vector<std::int32_t> context = call->prompt;
       AppendByteTokens(context, call->output_text);
       std::lock_guard<std::mutex> lock(mu_);
-      sessions_.Update(call->session, std::move(context));
+      sessions_.Update(call->session, std::move(context), rec.arrived, rec.finished);
     }
     ++metrics_.completed;
     metrics_.kv_source.Add(ToString(rec.kv_source));

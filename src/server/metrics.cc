@@ -79,7 +79,8 @@ void LabeledCounter::Render(std::string& out, const std::string& name, const std
 ServerMetrics::ServerMetrics()
     : ttft_s({0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 60}),
       tpot_s({0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1}),
-      call_s({0.1, 0.5, 1, 2, 5, 10, 20, 60, 120, 300}) {}
+      call_s({0.1, 0.5, 1, 2, 5, 10, 20, 60, 120, 300}),
+      session_s({1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}) {}
 
 std::string ServerMetrics::Render() const {
   std::string out;
@@ -105,6 +106,9 @@ std::string ServerMetrics::Render() const {
   ttft_s.Render(out, "talaria_ttft_seconds", "time to first token (emulated seconds)");
   tpot_s.Render(out, "talaria_tpot_seconds", "mean time per output token after the first (emulated seconds)");
   call_s.Render(out, "talaria_call_seconds", "call latency, arrival to last token (emulated seconds)");
+  session_s.Render(out, "talaria_session_seconds",
+                   "session completion time (SCT), first call's arrival to last call's end, observed once the "
+                   "session has been idle for serve.session_idle_s (emulated seconds)");
   return out;
 }
 

@@ -57,6 +57,7 @@ struct ServerMetrics {
   Histogram ttft_s;
   Histogram tpot_s;
   Histogram call_s;  // first intended byte to last token of a call
+  Histogram session_s;  // session completion time: first call's arrival to last call's end
 
   std::string Render() const;
 };

@@ -18,6 +18,9 @@ struct ServeOptions {
   std::int32_t port = 8080;
   double time_scale = 1.0;  // emulated seconds per wall second (sim engine)
   std::vector<std::string> api_keys;  // empty: no authentication
+  // A session with no call for this long (emulated seconds) has ended: its
+  // completion time goes into the SCT histogram.
+  double session_idle_s = 60;
 };
 
 struct ClusterConfig {
