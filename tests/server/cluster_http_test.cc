@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "instance/test_profiles.h"
+#include "server/http_client.h"
 #include "server/gateway.h"
 #include "server/http_server.h"
 #include "server/instance_service.h"
@@ -23,47 +24,18 @@
 namespace talaria {
 namespace {
 
+using testing::HttpCall;
+using testing::MetricValue;
+using testing::Reply;
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 using nlohmann::json;
 
-struct Reply {
-  int status = 0;
-  std::string body;
-  std::string retry_after;
-  json Json() const { return json::parse(body); }
-};
-
 Reply Call(std::uint16_t port, http::verb verb, const std::string& target, const std::string& body = "",
-           const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-  net::io_context io;
-  tcp::socket socket(io);
-  socket.connect({net::ip::make_address("127.0.0.1"), port});
-  http::request<http::string_body> req{verb, target, 11};
-  req.set(http::field::host, "localhost");
-  for (const auto& [k, v] : headers) req.set(k, v);
-  if (!body.empty()) {
-    req.set(http::field::content_type, "application/json");
-    req.body() = body;
-    req.prepare_payload();
-  }
-  http::write(socket, req);
-  beast::flat_buffer buffer;
-  http::response<http::string_body> res;
-  http::read(socket, buffer, res);
-  Reply r;
-  r.status = static_cast<int>(res.result_int());
-  r.body = res.body();
-  if (auto it = res.find(http::field::retry_after); it != res.end()) r.retry_after = std::string(it->value());
-  return r;
-}
-
-std::uint64_t MetricValue(const std::string& metrics, const std::string& series) {
-  const auto pos = metrics.find("\n" + series + " ");
-  if (pos == std::string::npos) return 0;
-  return std::stoull(metrics.substr(pos + series.size() + 2));
+           const testing::Headers& headers = {}) {
+  return HttpCall(port, verb, target, body, headers);
 }
 
 std::string ChatBody(const std::string& model, const std::string& content, bool stream = false) {

@@ -12,22 +12,19 @@
 #include <thread>
 
 #include "instance/test_profiles.h"
+#include "server/http_client.h"
 
 namespace talaria {
 namespace {
 
+using testing::HttpCall;
+using testing::MetricValue;
+using testing::Reply;
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 using nlohmann::json;
-
-struct Reply {
-  int status = 0;
-  std::string body;
-  std::string retry_after;
-  json Json() const { return json::parse(body); }
-};
 
 // A gateway over one tiny emulated instance, 1,000x faster than real time,
 // served on an ephemeral loopback port.
@@ -60,27 +57,8 @@ class HttpServerTest : public ::testing::Test {
   }
 
   Reply Call(http::verb verb, const std::string& target, const std::string& body = "",
-             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-    net::io_context io;
-    tcp::socket socket(io);
-    socket.connect({net::ip::make_address("127.0.0.1"), port_});
-    http::request<http::string_body> req{verb, target, 11};
-    req.set(http::field::host, "localhost");
-    for (const auto& [k, v] : headers) req.set(k, v);
-    if (!body.empty()) {
-      req.set(http::field::content_type, "application/json");
-      req.body() = body;
-      req.prepare_payload();
-    }
-    http::write(socket, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(socket, buffer, res);
-    Reply r;
-    r.status = static_cast<int>(res.result_int());
-    r.body = res.body();
-    if (auto it = res.find(http::field::retry_after); it != res.end()) r.retry_after = std::string(it->value());
-    return r;
+             const testing::Headers& headers = {}) {
+    return HttpCall(port_, verb, target, body, headers);
   }
 
   Reply Chat(const std::string& body, const std::string& session = "", const std::string& key = "") {
@@ -173,12 +151,6 @@ TEST_F(HttpServerTest, BadRequestsGetOpenAiErrorBodies) {
   const Reply too_long = Chat(R"({"model":"m","max_tokens":32000,"messages":[{"role":"user","content":"x"}]})");
   EXPECT_EQ(too_long.status, 400);
   EXPECT_EQ(too_long.Json()["error"]["code"], "context_length_exceeded");
-}
-
-std::uint64_t MetricValue(const std::string& metrics, const std::string& name) {
-  const auto pos = metrics.find("\n" + name + " ");
-  if (pos == std::string::npos) return 0;
-  return std::stoull(metrics.substr(pos + name.size() + 2));
 }
 
 // A streaming client that leaves mid-stream frees its call: counted failed,
