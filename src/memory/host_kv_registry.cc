@@ -23,19 +23,22 @@ std::size_t HostKvRegistry::KeyHash::operator()(const Key& k) const noexcept {
   return static_cast<std::size_t>(Mix64(k.hash ^ Mix64(static_cast<std::uint64_t>(k.model))));
 }
 
-void HostKvRegistry::Touch(const Key& key, Block& b) {
-  if (!b.indexed) return;
-  lru_.erase(b.lru);
-  b.lru = lru_.insert(lru_.end(), key);
+void HostKvRegistry::Touch(Block& b) {
+  if (b.indexed) lru_.splice(lru_.end(), lru_, b.lru);  // no allocation
 }
 
 void HostKvRegistry::TouchChain(ModelId model, std::span<const PrefixHash> chain,
                                 std::int32_t blocks) {
   // Tail first, so the chain's head ends up most recently used.
   for (std::int32_t i = blocks - 1; i >= 0; --i) {
-    const Key key{model, chain[static_cast<std::size_t>(i)]};
-    if (auto it = blocks_.find(key); it != blocks_.end()) Touch(key, it->second);
+    if (auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]}); it != blocks_.end()) {
+      Touch(it->second);
+    }
   }
+}
+
+void HostKvRegistry::TouchFound() {
+  for (auto b = found_.rbegin(); b != found_.rend(); ++b) Touch(**b);
 }
 
 void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) {
@@ -72,7 +75,9 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   r.done = now;
   blocks = std::min<std::int32_t>(blocks, static_cast<std::int32_t>(chain.size()));
   TimePoint t = std::max(now, d2h_free_at_);
-  std::vector<std::int32_t> to_copy;  // head first: a prefix is only useful from its start
+  std::vector<std::int32_t>& to_copy = to_copy_;  // head first: a prefix is only useful from its start
+  to_copy.clear();
+  found_.clear();  // the chain's blocks in chain order, for touching without a second lookup
   for (std::int32_t i = 0; i < blocks; ++i) {
     const Key key{model, chain[static_cast<std::size_t>(i)]};
     auto it = blocks_.find(key);
@@ -84,13 +89,16 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
         ++version_;
       }
       ++r.present_blocks;
+      found_.push_back(&it->second);
     } else {
       to_copy.push_back(i);
+      found_.push_back(nullptr);
     }
   }
   // The chain's registered blocks become most recent before making room, so
   // the eviction below never trims the chain being extended.
   std::int64_t new_bytes = static_cast<std::int64_t>(to_copy.size()) * block_bytes + tail_bytes;
+  const std::int64_t evicted_before = evicted_;
   if (used_ + new_bytes > capacity_) TouchChain(model, chain, blocks);
   for (std::int32_t i : to_copy) {
     const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
@@ -104,13 +112,17 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     b.bytes = bytes;
     b.copy_done_at = t;
     b.lru = lru_.insert(lru_.end(), key);
-    blocks_.emplace(key, b);
+    found_[static_cast<std::size_t>(i)] = &blocks_.emplace(key, b).first->second;
     in_flight_.push_back(key);
     used_ += bytes;
     r.bytes += bytes;
     ++r.copied_blocks;
   }
-  TouchChain(model, chain, blocks);
+  if (evicted_ == evicted_before && r.missed_blocks == 0) {
+    TouchFound();  // nothing was dropped: every recorded block is still there
+  } else {
+    TouchChain(model, chain, blocks);
+  }
   d2h_free_at_ = t;
   r.done = t;
   return r;
@@ -145,14 +157,14 @@ TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
 
 std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now) {
   CompleteCopies(now);
-  std::int32_t n = 0;
+  found_.clear();
   for (PrefixHash h : chain) {
     auto it = blocks_.find(Key{model, h});
     if (it == blocks_.end() || !it->second.indexed || !it->second.copy_done) break;
-    ++n;
+    found_.push_back(&it->second);
   }
-  TouchChain(model, chain, n);
-  return n;
+  TouchFound();
+  return static_cast<std::int32_t>(found_.size());
 }
 
 std::int32_t HostKvRegistry::Probe(ModelId model, std::span<const PrefixHash> chain) const {

@@ -123,8 +123,10 @@ class HostKvRegistry {
 
   bool MakeRoom(std::int64_t bytes);
   void Drop(std::unordered_map<Key, Block, KeyHash>::iterator it);
-  void Touch(const Key& key, Block& b);
+  void Touch(Block& b);
   void TouchChain(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
+  // Touches found_ tail first (the blocks a walk just looked up).
+  void TouchFound();
 
   std::int64_t capacity_;
   std::int64_t used_ = 0;
@@ -134,6 +136,9 @@ class HostKvRegistry {
   std::unordered_map<Key, Block, KeyHash> blocks_;
   std::list<Key> lru_;               // front = least recently used
   std::vector<Key> in_flight_;       // copies not yet complete
+  // Scratch for one call (kept to avoid allocating per checkpoint/lookup).
+  std::vector<std::int32_t> to_copy_;
+  std::vector<Block*> found_;        // element pointers stay valid until an erase
 };
 
 }  // namespace talaria
