@@ -86,10 +86,12 @@ TEST_F(HttpServerTest, HealthAndModels) {
 TEST_F(HttpServerTest, TelemetryShowsWhatTheRouterReads) {
   StartServer();
   ASSERT_EQ(Chat(R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]})", "tele").status, 200);
+  gateway_->Heartbeat();  // the router's view is the last heartbeat's: take one after the call
   const Reply r = Call(http::verb::get, "/v1/telemetry");
   ASSERT_EQ(r.status, 200);
   const json t = r.Json()["instances"][0];
   EXPECT_EQ(t["instance"], "i0");
+  EXPECT_TRUE(t["healthy"].get<bool>());
   EXPECT_GE(t["version"].get<int>(), 1);
   EXPECT_EQ(t["models"][0]["name"], "m");
   EXPECT_TRUE(t["models"][0]["active"].get<bool>());
