@@ -1,5 +1,6 @@
-// talaria profile show | check
+// talaria profile show | measure
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "engine/cpu_profile.h"
 #include "profile/profile.h"
 
 namespace talaria::cli {
@@ -72,6 +74,45 @@ void RunShow(const ShowArgs& a) {
   }
 }
 
+struct MeasureArgs {
+  std::string engine;
+  std::string model;
+  std::string out;
+  double hbm_gib = 4;
+  int repeats = 3;
+  std::int64_t max_tokens = 2048;
+};
+
+void RunMeasure(const MeasureArgs& a) {
+  if (a.engine != "cpu") {
+    throw InputError("--engine", "'" + a.engine +
+                                     "' cannot be measured: only the cpu engine computes; the sim engine reads profiles");
+  }
+  CpuModelConfig config;
+  if (!CpuModelByName(a.model, config)) {
+    std::string names;
+    for (const auto& c : CpuModelCatalog()) names += (names.empty() ? "" : ", ") + c.name;
+    throw InputError("--model", "no cpu model '" + a.model + "' (there are: " + names + ")");
+  }
+  CpuProfileOptions o;
+  o.hbm_gib = a.hbm_gib;
+  o.repeats = a.repeats;
+  std::erase_if(o.prefill_tokens, [&](std::int64_t n) { return n > a.max_tokens; });
+  std::erase_if(o.decode_context, [&](std::int64_t n) { return n > a.max_tokens; });
+  if (o.prefill_tokens.empty() || o.decode_context.empty()) {
+    throw InputError("--max-tokens", "leaves no prefill or decode point (the smallest are 16 and 64)");
+  }
+  const std::string text = MeasureCpuProfile(config, o);
+  if (a.out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return;
+  }
+  std::ofstream out(a.out);
+  out << text;
+  if (!out) throw InputError("--out", "cannot write '" + a.out + "'");
+  std::printf("wrote %s (profile of %s measured on this machine)\n", a.out.c_str(), a.model.c_str());
+}
+
 }  // namespace
 
 void AddProfileCommand(CLI::App& app) {
@@ -84,6 +125,19 @@ void AddProfileCommand(CLI::App& app) {
   show->add_option("--dir", args->dir, "profile directory")->capture_default_str();
   show->add_flag("--json", args->json, "a JSON array, one object per profile");
   show->callback([args] { RunShow(*args); });
+
+  auto m = std::make_shared<MeasureArgs>();
+  auto* measure = profile->add_subcommand(
+      "measure", "Measure a model on a computing engine and write its profile (prefill and decode tables, copy "
+                 "bandwidths, restore and switch costs) in the profiles/*.toml format");
+  measure->add_option("--engine", m->engine, "engine to measure: cpu")->required();
+  measure->add_option("--model", m->model, "cpu model: cpu-11m, cpu-24m or cpu-83m")->required();
+  measure->add_option("--out", m->out, "profile file to write (default: standard output)");
+  measure->add_option("--hbm-gib", m->hbm_gib, "emulated device memory the profile declares")->capture_default_str();
+  measure->add_option("--repeats", m->repeats, "runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 100));
+  measure->add_option("--max-tokens", m->max_tokens, "largest prefill length and decode context measured")
+      ->capture_default_str();
+  measure->callback([m] { RunMeasure(*m); });
 }
 
 }  // namespace talaria::cli

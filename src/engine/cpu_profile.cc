@@ -1,0 +1,196 @@
+#include "engine/cpu_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace talaria {
+namespace {
+
+CpuModelConfig Named(const char* name, std::int32_t hidden, std::int32_t layers, std::int32_t heads,
+                     std::int32_t kv_heads, std::int32_t ffn) {
+  CpuModelConfig c;
+  c.name = name;
+  c.hidden = hidden;
+  c.layers = layers;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.ffn = ffn;
+  c.max_context = 4096;
+  return c;
+}
+
+template <typename F>
+double MedianSeconds(std::int32_t repeats, F&& run) {
+  std::vector<double> s;
+  for (std::int32_t i = 0; i < std::max(1, repeats); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
+// Bytes per second of memcpy over `bytes` (best of a few).
+double CopyBytesPerSecond(std::size_t bytes) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / std::max(s, 1e-9));
+  }
+  return best;
+}
+
+std::string List(const std::vector<double>& v, const char* fmt) {
+  std::string out = "[";
+  char buf[64];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::snprintf(buf, sizeof buf, fmt, v[i]);
+    out += (i > 0 ? ", " : "") + std::string(buf);
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+const std::vector<CpuModelConfig>& CpuModelCatalog() {
+  static const std::vector<CpuModelConfig> catalog = {
+      Named("cpu-11m", 384, 6, 6, 2, 1152),
+      Named("cpu-24m", 512, 8, 8, 2, 1536),
+      Named("cpu-83m", 768, 12, 12, 4, 2304),
+  };
+  return catalog;
+}
+
+bool CpuModelByName(const std::string& name, CpuModelConfig& out) {
+  for (const auto& c : CpuModelCatalog()) {
+    if (c.name == name) {
+      out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOptions& o) {
+  config.Validate();
+  CpuModel model(config, SeededWeights(config, 1));
+  const std::int32_t bt = o.block_tokens;
+  const std::int64_t max_ctx = std::max(*std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()),
+                                        *std::max_element(o.decode_context.begin(), o.decode_context.end()) + 1);
+  if (max_ctx > config.max_context) throw InputError("profile grid", "goes beyond the model's max_context");
+  const auto blocks_per_seq = static_cast<std::int32_t>((max_ctx + bt - 1) / bt);
+  const std::int32_t max_batch = *std::max_element(o.decode_batch.begin(), o.decode_batch.end());
+  KvArena kv(config, bt, blocks_per_seq * max_batch);
+  std::vector<std::vector<std::int32_t>> tables(static_cast<std::size_t>(max_batch));
+  for (std::int32_t s = 0; s < max_batch; ++s) {
+    tables[static_cast<std::size_t>(s)].resize(static_cast<std::size_t>(blocks_per_seq));
+    std::iota(tables[static_cast<std::size_t>(s)].begin(), tables[static_cast<std::size_t>(s)].end(), s * blocks_per_seq);
+  }
+  std::vector<float> logits;
+
+  // Prefill of n fresh tokens.
+  std::vector<double> prefill_tokens = {0}, prefill_s = {0};
+  for (std::int64_t n : o.prefill_tokens) {
+    std::vector<std::int32_t> prompt(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) prompt[static_cast<std::size_t>(i)] = 3 + static_cast<std::int32_t>(i * 29 % 256);
+    const SeqChunk c{prompt, 0, tables[0]};
+    prefill_tokens.push_back(static_cast<double>(n));
+    prefill_s.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&c, 1), kv, logits); }));
+  }
+  // One decode step of `batch` sequences at `context` cached tokens (the
+  // cache's contents do not change the time).
+  std::vector<std::vector<double>> decode_s;
+  for (std::int32_t b : o.decode_batch) {
+    std::vector<double> row;
+    for (std::int64_t ctx : o.decode_context) {
+      std::vector<std::int32_t> next(static_cast<std::size_t>(b), 3);
+      std::vector<SeqChunk> chunks;
+      for (std::int32_t s = 0; s < b; ++s) {
+        chunks.push_back(SeqChunk{std::span(&next[static_cast<std::size_t>(s)], 1), ctx, tables[static_cast<std::size_t>(s)]});
+      }
+      row.push_back(MedianSeconds(o.repeats, [&] { model.Forward(chunks, kv, logits); }));
+    }
+    decode_s.push_back(std::move(row));
+  }
+  // Copies: weights move between host and "device" memory by memcpy here,
+  // so both links are this machine's copy bandwidth; a restore's fixed cost
+  // is one block's copy.
+  const double copy = CopyBytesPerSecond(static_cast<std::size_t>(model.weight_bytes()));
+  const double block_copy_s = MedianSeconds(o.repeats, [&] {
+    std::memcpy(kv.Block(0), kv.Block(1), kv.block_bytes());
+  });
+  const double open_s = static_cast<double>(model.weight_bytes()) / copy;
+
+  std::string t;
+  char buf[512];
+  const auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    t += buf;
+    t += '\n';
+  };
+  line("# %s: the CPU reference model (src/engine/cpu_model.h), measured on this", config.name.c_str());
+  line("# machine by `talaria profile measure --engine cpu --model %s` (seeded", config.name.c_str());
+  line("# weights; medians of %d runs). Format: docs/profiles.md.", o.repeats);
+  line("");
+  line("[model]");
+  line("name = \"%s\"", config.name.c_str());
+  line("total_params_b = %.6f", static_cast<double>(config.Parameters()) / 1e9);
+  line("active_params_b = %.6f", static_cast<double>(config.Parameters()) / 1e9);
+  line("layers = %d", config.layers);
+  line("max_context_tokens = %d", config.max_context);
+  line("");
+  line("[attention]");
+  line("family = \"gqa\"");
+  line("kv_layers = %d", config.layers);
+  line("kv_heads = %d", config.kv_heads);
+  line("head_dim = %d", config.head_dim());
+  line("kv_dtype = \"fp32\"");
+  line("");
+  line("[deployment]");
+  line("tp = 1");
+  line("hbm_gib_per_gpu = %g   # the emulated device memory (an option of the measurement)", o.hbm_gib);
+  line("weight_bytes_per_rank = %lld   # fp32 weights", static_cast<long long>(model.weight_bytes()));
+  line("");
+  line("[prefill]   # measured: one fresh prompt of each length");
+  t += "tokens = " + List(prefill_tokens, "%.0f") + "\n";
+  t += "seconds = " + List(prefill_s, "%.6g") + "\n\n";
+  line("[decode]   # measured: one step of each batch at each cached context");
+  std::vector<double> batch(o.decode_batch.begin(), o.decode_batch.end());
+  std::vector<double> context(o.decode_context.begin(), o.decode_context.end());
+  t += "batch = " + List(batch, "%.0f") + "\n";
+  t += "context_tokens = " + List(context, "%.0f") + "\n";
+  t += "seconds = [\n";
+  for (const auto& row : decode_s) t += "  " + List(row, "%.6g") + ",\n";
+  t += "]\n\n";
+  line("[transfer]   # measured memcpy bandwidth (host and device are both host memory here)");
+  line("h2d_gbps = %.3f", copy / 1e9);
+  line("d2d_gbps = %.3f", copy / 1e9);
+  line("");
+  line("[restore]");
+  line("fixed_s = %.3g   # measured: one KV block's copy", block_copy_s);
+  line("");
+  line("# Switch phases: phase 2 is the measured weight copy; the others are");
+  line("# bookkeeping with no device work on a CPU (1 us, the smallest the format");
+  line("# takes).");
+  for (const char* path : {"d2d", "partial", "h2d"}) {
+    line("[switch.%s]", path);
+    line("save_teardown_s = 1e-6");
+    line("open_weights_s = %.6g", open_s);
+    line("kv_shell_s = 1e-6");
+    line("runtime_graph_s = 1e-6");
+    line("publish_s = 1e-6");
+    line("");
+  }
+  return t;
+}
+
+}  // namespace talaria

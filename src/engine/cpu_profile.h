@@ -1,0 +1,34 @@
+// Measuring a profile of the CPU reference model on this machine: prefill
+// and decode step tables, copy bandwidths, restore and switch costs, written
+// in the profiles/*.toml format (docs/profiles.md) so the sim engine can run
+// with measured numbers instead of assumed ones (`talaria profile measure
+// --engine cpu`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_model.h"
+
+namespace talaria {
+
+// The CPU models served together (10 M to 100 M parameters), by name.
+const std::vector<CpuModelConfig>& CpuModelCatalog();
+// False when `name` is not in the catalogue.
+bool CpuModelByName(const std::string& name, CpuModelConfig& out);
+
+struct CpuProfileOptions {
+  double hbm_gib = 4;  // the emulated device memory the profile declares
+  std::int32_t repeats = 3;  // each point: the median of this many runs
+  std::int32_t block_tokens = 16;
+  std::vector<std::int64_t> prefill_tokens = {16, 64, 256, 512};
+  std::vector<std::int32_t> decode_batch = {1, 4, 8};
+  std::vector<std::int64_t> decode_context = {64, 512, 2048};
+};
+
+// Measures `config` (seeded weights: timings do not depend on values) and
+// returns the profile's TOML text.
+std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOptions& options);
+
+}  // namespace talaria

@@ -1,0 +1,55 @@
+#include "engine/cpu_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "profile/profile.h"
+
+namespace talaria {
+namespace {
+
+// A measured profile loads with the same loader as profiles/*.toml, and its
+// tables are the measurements: more work takes longer.
+TEST(CpuProfileTest, MeasuredProfileLoadsAndGrowsWithWork) {
+  CpuModelConfig c;
+  c.name = "cpu-test";
+  c.hidden = 64;
+  c.layers = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.ffn = 128;
+  c.max_context = 1024;
+  CpuProfileOptions o;
+  o.repeats = 3;
+  o.prefill_tokens = {16, 256};
+  o.decode_batch = {1, 8};
+  o.decode_context = {64, 512};
+  const std::string path = ::testing::TempDir() + "/cpu-test.toml";
+  std::ofstream(path) << MeasureCpuProfile(c, o);
+  const ModelProfile p = LoadProfile(path);
+  EXPECT_EQ(p.name, "cpu-test");
+  EXPECT_EQ(p.tp, 1);
+  EXPECT_EQ(p.kv_dtype_bytes, 4);
+  EXPECT_EQ(p.weight_bytes_per_rank, c.Parameters() * 4);
+  EXPECT_EQ(p.KvBytesPerTokenPerRank(), 2LL * 2 * 2 * 16 * 4);  // K and V, layers, kv heads, head_dim, fp32
+  EXPECT_GT(p.PrefillSeconds(256), p.PrefillSeconds(16));
+  EXPECT_GT(p.DecodeStepSeconds(8, 512), p.DecodeStepSeconds(1, 64));
+  EXPECT_GT(p.h2d_bytes_per_s, 0);
+  EXPECT_GT(p.switch_phases.at(SwitchPath::kH2d).open_weights_s, 0);
+}
+
+TEST(CpuProfileTest, TheCatalogueSpansTenToAHundredMillionParameters) {
+  ASSERT_EQ(CpuModelCatalog().size(), 3u);
+  for (const auto& c : CpuModelCatalog()) {
+    EXPECT_GE(c.Parameters(), 10'000'000) << c.name;
+    EXPECT_LE(c.Parameters(), 200'000'000) << c.name;
+  }
+  CpuModelConfig c;
+  EXPECT_TRUE(CpuModelByName("cpu-24m", c));
+  EXPECT_EQ(c.hidden, 512);
+  EXPECT_FALSE(CpuModelByName("cpu-1t", c));
+}
+
+}  // namespace
+}  // namespace talaria
