@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "memory/host_kv_store.h"
 
 namespace talaria {
 namespace {
@@ -154,6 +155,49 @@ TEST_F(CpuModelTest, DeviceHitHostRestoreAndRecomputeGiveTheSameTokens) {
   const auto c = Generate(model_, fresh, recompute, 1000, 10);
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, c);
+}
+
+// Through the host KV store (real bytes in host slabs, hash-checked): a full
+// restore, a partial restore whose tail is recomputed, and a restore that
+// finds a corrupted slab and falls back to recomputing from there, all give
+// the tokens of the device hit.
+TEST_F(CpuModelTest, HostStoreRestoresFullPartialAndCorruptedAlike) {
+  KvArena device(Tiny(), kBlockTokens, 64);
+  Seq first{Prompt(64, 5), 0, Blocks(0, 12)};  // 64 tokens + 6 generated: 4 full blocks + a tail
+  Generate(model_, device, first, 32, 6);
+  const std::vector<std::int32_t> turn = Prompt(24, 6);
+  Seq hit = first;
+  hit.tokens.insert(hit.tokens.end(), turn.begin(), turn.end());
+  const auto expected = Generate(model_, device, hit, 32, 8);
+
+  const std::int32_t full_blocks = static_cast<std::int32_t>(first.cached / kBlockTokens);  // checkpointed blocks
+  HostKvStore store(device.block_bytes(), 16);
+  std::vector<HostKvStore::Slot> slots;
+  for (std::int32_t b = 0; b < full_blocks; ++b) slots.push_back(store.Put(device.Block(b)));
+
+  // Restores the first `blocks` slabs into a fresh arena (stopping at the
+  // first slab that fails its hash), then recomputes everything after them.
+  const auto restore_and_continue = [&](std::int32_t blocks) {
+    KvArena fresh(Tiny(), kBlockTokens, 64);
+    Seq s = first;
+    s.tokens.resize(static_cast<std::size_t>(first.cached));  // the context as of the checkpoint
+    s.tokens.insert(s.tokens.end(), turn.begin(), turn.end());
+    s.blocks = Blocks(20, 12);
+    std::int32_t restored = 0;
+    while (restored < blocks && store.Get(slots[static_cast<std::size_t>(restored)], fresh.Block(20 + restored))) ++restored;
+    s.cached = static_cast<std::int64_t>(restored) * kBlockTokens;
+    return std::make_pair(restored, Generate(model_, fresh, s, 32, 8));
+  };
+  const auto [all, full] = restore_and_continue(full_blocks);
+  EXPECT_EQ(all, full_blocks);
+  EXPECT_EQ(full, expected);
+  const auto [some, partial] = restore_and_continue(2);  // the unagreed tail is recomputed
+  EXPECT_EQ(some, 2);
+  EXPECT_EQ(partial, expected);
+  store.Bytes(slots[1])[100] ^= std::byte{0x10};  // host memory goes bad under block 1
+  const auto [until_bad, recovered] = restore_and_continue(full_blocks);
+  EXPECT_EQ(until_bad, 1);  // detected: only block 0 was restored
+  EXPECT_EQ(recovered, expected);
 }
 
 TEST_F(CpuModelTest, OutputIsAFunctionOfTheSeed) {

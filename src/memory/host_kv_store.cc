@@ -1,0 +1,99 @@
+#include "memory/host_kv_store.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>  // XXH3 picks SSE2 / AVX2 / AVX-512 at run time
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+namespace talaria {
+namespace {
+
+std::uint64_t Hash(const void* data, std::size_t n) {
+#if defined(__x86_64__)
+  return XXH3_64bits_dispatch(data, n);
+#else
+  return XXH3_64bits(data, n);
+#endif
+}
+
+// Hashes `n` bytes at `src` while copying them to `dst`, a cache-sized
+// chunk at a time, so the bytes cross the memory bus once: the hash reads
+// a chunk in, the copy reads it back from cache.
+std::uint64_t HashWhileCopying(const std::byte* src, void* dst, std::size_t n) {
+  constexpr std::size_t kChunk = 4 * 1024;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  auto* out = static_cast<std::byte*>(dst);
+  for (std::size_t off = 0; off < n; off += kChunk) {
+    const std::size_t len = std::min(kChunk, n - off);
+#if defined(__x86_64__)
+    XXH3_64bits_update_dispatch(&state, src + off, len);
+#else
+    XXH3_64bits_update(&state, src + off, len);
+#endif
+    std::memcpy(out + off, src + off, len);
+  }
+  return XXH3_64bits_digest(&state);
+}
+
+}  // namespace
+
+HostKvStore::HostKvStore(std::size_t block_bytes, std::int32_t slabs, double link_bytes_per_s)
+    : block_bytes_(block_bytes),
+      link_bytes_per_s_(link_bytes_per_s),
+      slabs_(block_bytes * static_cast<std::size_t>(slabs)),
+      hash_(static_cast<std::size_t>(slabs), 0),
+      used_(static_cast<std::size_t>(slabs), false) {
+  TALARIA_CHECK(block_bytes > 0 && slabs > 0, "a host KV store needs slabs");
+  TALARIA_CHECK(link_bytes_per_s >= 0, "link bandwidth must not be negative");
+  for (Slot s = slabs - 1; s >= 0; --s) free_.push_back(s);  // lowest slot first
+}
+
+void HostKvStore::WaitForLink(std::size_t bytes) const {
+  if (link_bytes_per_s_ <= 0) return;
+  // Emulated link: the copy is not done before the link would be.
+  std::this_thread::sleep_for(std::chrono::duration<double>(static_cast<double>(bytes) / link_bytes_per_s_));
+}
+
+HostKvStore::Slot HostKvStore::Put(const void* block) {
+  if (free_.empty()) return -1;
+  const Slot s = free_.back();
+  free_.pop_back();
+  std::byte* dst = slabs_.data() + static_cast<std::size_t>(s) * block_bytes_;
+  std::memcpy(dst, block, block_bytes_);
+  hash_[static_cast<std::size_t>(s)] = Hash(dst, block_bytes_);
+  used_[static_cast<std::size_t>(s)] = true;
+  WaitForLink(block_bytes_);
+  return s;
+}
+
+bool HostKvStore::Get(Slot slot, void* block) const {
+  TALARIA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < used_.size() && used_[static_cast<std::size_t>(slot)],
+                "reading a host KV slab that holds no block");
+  const std::byte* src = slabs_.data() + static_cast<std::size_t>(slot) * block_bytes_;
+  const bool intact = HashWhileCopying(src, block, block_bytes_) == hash_[static_cast<std::size_t>(slot)];
+  WaitForLink(block_bytes_);
+  return intact;
+}
+
+void HostKvStore::Free(Slot slot) {
+  TALARIA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < used_.size() && used_[static_cast<std::size_t>(slot)],
+                "freeing a host KV slab that holds no block");
+  used_[static_cast<std::size_t>(slot)] = false;
+  free_.push_back(slot);
+}
+
+std::span<std::byte> HostKvStore::Bytes(Slot slot) {
+  TALARIA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < used_.size(), "no such slab");
+  return {slabs_.data() + static_cast<std::size_t>(slot) * block_bytes_, block_bytes_};
+}
+
+}  // namespace talaria
