@@ -96,8 +96,34 @@ KvArena::KvArena(const CpuModelConfig& config, std::int32_t block_tokens, std::i
       layer_floats_(static_cast<std::size_t>(config.kv_heads) * static_cast<std::size_t>(block_tokens) *
                     static_cast<std::size_t>(config.head_dim())),
       block_floats_(layer_floats_ * 2 * static_cast<std::size_t>(config.layers)),
-      data_(block_floats_ * static_cast<std::size_t>(blocks), 0.0f) {
+      owned_(block_floats_ * static_cast<std::size_t>(blocks), 0.0f),
+      base_(owned_.data()) {
   TALARIA_CHECK(block_tokens > 0 && blocks > 0, "a KV arena needs blocks");
+}
+
+KvArena::KvArena(const CpuModelConfig& config, std::int32_t block_tokens, std::span<std::byte> memory)
+    : block_tokens_(block_tokens),
+      layer_floats_(static_cast<std::size_t>(config.kv_heads) * static_cast<std::size_t>(block_tokens) *
+                    static_cast<std::size_t>(config.head_dim())),
+      block_floats_(layer_floats_ * 2 * static_cast<std::size_t>(config.layers)),
+      base_(reinterpret_cast<float*>(memory.data())) {
+  TALARIA_CHECK(reinterpret_cast<std::uintptr_t>(memory.data()) % alignof(float) == 0, "KV memory must be float-aligned");
+  blocks_ = static_cast<std::int32_t>(memory.size() / (block_floats_ * sizeof(float)));
+  TALARIA_CHECK(block_tokens > 0 && blocks_ > 0, "a KV arena needs blocks");
+}
+
+void CpuModel::Bind(const float* device) {
+  const float* to = device != nullptr ? device : weights_.data();
+  const auto rebase = [&](const float*& p) { p = to + (p - bound_); };
+  rebase(embed_);
+  rebase(final_norm_);
+  rebase(lm_head_);
+  for (Layer& L : layers_) {
+    for (const float** p : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
+      rebase(*p);
+    }
+  }
+  bound_ = to;
 }
 
 CpuModel::CpuModel(CpuModelConfig config, const TensorMap& weights) : config_(std::move(config)) {
@@ -128,6 +154,7 @@ CpuModel::CpuModel(CpuModelConfig config, const TensorMap& weights) : config_(st
     at[name] = weights_.data() + offset;
     offset += t.data.size();
   }
+  bound_ = weights_.data();
   embed_ = at["model.embed_tokens.weight"];
   final_norm_ = at["model.norm.weight"];
   lm_head_ = at["lm_head.weight"];

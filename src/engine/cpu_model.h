@@ -65,13 +65,18 @@ TensorMap SeededWeights(const CpuModelConfig& config, std::uint64_t seed);
 // host, back, between arenas) is one memcpy.
 class KvArena {
  public:
+  // An arena of its own.
   KvArena(const CpuModelConfig& config, std::int32_t block_tokens, std::int32_t blocks);
+  // A view over `memory` (for instance a device arena's KV region): block b
+  // starts at byte b * block_bytes(). Not owning; `memory` must outlive it
+  // and be float-aligned.
+  KvArena(const CpuModelConfig& config, std::int32_t block_tokens, std::span<std::byte> memory);
   std::int32_t block_tokens() const { return block_tokens_; }
   std::int32_t blocks() const { return blocks_; }
   std::size_t block_floats() const { return block_floats_; }
   std::size_t block_bytes() const { return block_floats_ * sizeof(float); }
-  float* Block(std::int32_t b) { return data_.data() + static_cast<std::size_t>(b) * block_floats_; }
-  const float* Block(std::int32_t b) const { return data_.data() + static_cast<std::size_t>(b) * block_floats_; }
+  float* Block(std::int32_t b) { return base_ + static_cast<std::size_t>(b) * block_floats_; }
+  const float* Block(std::int32_t b) const { return base_ + static_cast<std::size_t>(b) * block_floats_; }
   // K (or V) of `layer` in block `b`: [kv_heads][block_tokens][head_dim].
   float* K(std::int32_t b, std::int32_t layer) { return Block(b) + static_cast<std::size_t>(layer) * 2 * layer_floats_; }
   float* V(std::int32_t b, std::int32_t layer) { return K(b, layer) + layer_floats_; }
@@ -81,7 +86,8 @@ class KvArena {
   std::int32_t blocks_;
   std::size_t layer_floats_;  // one of K or V of one layer in one block
   std::size_t block_floats_;
-  std::vector<float> data_;
+  std::vector<float> owned_;  // empty for a view
+  float* base_ = nullptr;
 };
 
 // One sequence's share of a forward pass: its new tokens, how many tokens
@@ -103,6 +109,13 @@ class CpuModel {
 
   const CpuModelConfig& config() const { return config_; }
   std::int64_t weight_bytes() const { return static_cast<std::int64_t>(weights_.size() * sizeof(float)); }
+  // Every weight in one contiguous buffer, in ExpectedTensors order: the
+  // model's host copy, and the layout a device copy must have.
+  std::span<const float> host_weights() const { return weights_; }
+  // Computes from the weights at `device` (a copy of host_weights() in the
+  // same layout, e.g. in a device arena's weight region) from now on;
+  // nullptr returns to the host copy. `device` must outlive its use.
+  void Bind(const float* device);
 
   // Runs every chunk's new tokens (one batch: prefill chunks and decode
   // steps alike), writing their K/V into `kv`, and returns each chunk's
@@ -121,7 +134,8 @@ class CpuModel {
   void Rope(float* v, std::int32_t heads, std::int64_t pos) const;
 
   CpuModelConfig config_;
-  std::vector<float> weights_;  // every tensor, one allocation
+  std::vector<float> weights_;  // every tensor, one allocation (the host copy)
+  const float* bound_ = nullptr;  // the buffer the tensor pointers below point into
   const float* embed_ = nullptr;
   const float* final_norm_ = nullptr;
   const float* lm_head_ = nullptr;
