@@ -27,6 +27,10 @@ struct CpuProfileOptions {
   std::vector<std::int64_t> decode_context = {64, 512, 2048};
 };
 
+// Bytes per second of memcpy over a buffer of `bytes` (best of a few):
+// this machine's copy bandwidth, the reference for copy-bound figures.
+double MeasureCopyBytesPerSecond(std::size_t bytes);
+
 // Measures `config` (seeded weights: timings do not depend on values) and
 // returns the profile's TOML text.
 std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOptions& options);

@@ -7,22 +7,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/test_models.h"
 #include "memory/host_kv_store.h"
 
 namespace talaria {
 namespace {
 
-CpuModelConfig Tiny() {
-  CpuModelConfig c;
-  c.name = "test-tiny";
-  c.hidden = 64;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.ffn = 128;
-  c.max_context = 512;
-  return c;
-}
+CpuModelConfig Tiny() { return testing::TinyCpuModel(); }
 
 constexpr std::int32_t kBlockTokens = 16;
 

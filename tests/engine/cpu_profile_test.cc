@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "engine/test_models.h"
 #include "profile/profile.h"
 
 namespace talaria {
@@ -12,14 +13,7 @@ namespace {
 // A measured profile loads with the same loader as profiles/*.toml, and its
 // tables are the measurements: more work takes longer.
 TEST(CpuProfileTest, MeasuredProfileLoadsAndGrowsWithWork) {
-  CpuModelConfig c;
-  c.name = "cpu-test";
-  c.hidden = 64;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.ffn = 128;
-  c.max_context = 1024;
+  const CpuModelConfig c = testing::TinyCpuModel("cpu-test");
   CpuProfileOptions o;
   o.repeats = 3;
   o.prefill_tokens = {16, 256};

@@ -12,23 +12,12 @@
 #include <vector>
 
 #include "engine/cpu_model.h"
+#include "engine/test_models.h"
 #include "memory/kv_pool.h"
 #include "memory/stager.h"
 
 namespace talaria {
 namespace {
-
-CpuModelConfig Config(const char* name, std::int32_t hidden, std::int32_t ffn) {
-  CpuModelConfig c;
-  c.name = name;
-  c.hidden = hidden;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.ffn = ffn;
-  c.max_context = 512;
-  return c;
-}
 
 std::vector<std::int32_t> Greedy(CpuModel& m, KvArena& kv, std::vector<std::int32_t> tokens,
                                  std::span<const std::int32_t> blocks, std::int32_t n) {
@@ -53,7 +42,7 @@ std::vector<std::int32_t> Prompt(std::int32_t n) {
 }
 
 TEST(CpuSwitchTest, PartlyStagedPartlyReloadedWeightsGenerateExactly) {
-  const CpuModelConfig ca = Config("a", 64, 128), cb = Config("b", 96, 192);
+  const CpuModelConfig ca = testing::TinyCpuModel("a", 64, 128), cb = testing::TinyCpuModel("b", 96, 192);
   CpuModel a(ca, SeededWeights(ca, 1)), b(cb, SeededWeights(cb, 2));
   constexpr std::int32_t kBlockTokens = 16;
   constexpr std::int64_t kChunk = 32 * 1024;
