@@ -49,6 +49,7 @@ std::string List(const std::vector<double>& v, const char* fmt) {
 }  // namespace
 
 double MeasureCopyBytesPerSecond(std::size_t bytes) {
+  if (bytes == 0) return 0;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   double best = 0;
   for (int i = 0; i < 10; ++i) {
