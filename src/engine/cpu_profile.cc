@@ -20,7 +20,7 @@ CpuModelConfig Named(const char* name, std::int32_t hidden, std::int32_t layers,
   c.heads = heads;
   c.kv_heads = kv_heads;
   c.ffn = ffn;
-  c.max_context = 4096;
+  c.max_context = 32768;  // agent prompts run to tens of thousands of tokens
   return c;
 }
 

@@ -1,6 +1,7 @@
 #include "instance/instance.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 
@@ -94,6 +95,14 @@ HbmLayout::Options LayoutOptions(const InstanceConfig& c, double hbm_gib) {
   o.runtime_bytes = static_cast<std::int64_t>(c.runtime_gib * static_cast<double>(kGiB));
   o.graph_pool_bytes = static_cast<std::int64_t>(c.graph_pool_gib * static_cast<double>(kGiB));
   o.min_kv_bytes = 4 * kGiB;
+  if (o.arena_bytes <= o.runtime_bytes + o.graph_pool_bytes) {
+    char why[256];
+    std::snprintf(why, sizeof why,
+                  "its HBM arena (bump_fraction %.2f x %.1f GiB from the profile) does not exceed runtime_gib %.1f + "
+                  "graph_pool_gib %.1f",
+                  c.bump_fraction, hbm_gib, c.runtime_gib, c.graph_pool_gib);
+    throw InputError("instance '" + c.name + "'", why);
+  }
   return o;
 }
 

@@ -381,6 +381,16 @@ TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {
   hot.pool = Pool::kHot;
   set.Add(testing::TinyProfile("m2"));
   EXPECT_THROW(Instance(hot, set), InputError);
+  InstanceConfig small = Cold({"m"});
+  small.runtime_gib = 70;
+  small.graph_pool_gib = 10;  // more than the profile's 80 GiB arena
+  try {
+    Instance instance(small, set);
+    FAIL() << "accepted an arena smaller than its fixed regions";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exceed runtime_gib 70.0 + graph_pool_gib 10.0"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ColdInstanceTest, RoundsDecomposeIntoActiveAndSwitchTime) {
