@@ -58,7 +58,7 @@ std::vector<CallShape> GenerateShape(Rng& rng, std::int32_t calls, const Generat
       } else {
         c.prefix = static_cast<std::int64_t>(rng.Uniform(0.05, 0.5) * half * 2.0);
       }
-      const std::int64_t added =
+      std::int64_t added =
           Clamp(rng.LogNormal(tool_result_p50, o.tool_result_sigma), 16,
                 o.tool_result_max_tokens);
       if (c.prefix + added + c.output > o.max_context_tokens) {
@@ -67,6 +67,10 @@ std::vector<CallShape> GenerateShape(Rng& rng, std::int32_t calls, const Generat
                                              static_cast<double>(previous_context));
       }
       c.prefix = std::clamp<std::int64_t>(c.prefix, 0, previous_context);
+      // A tool result too big for what is left of the context is truncated
+      // (matters only for small contexts: no draw changes, so traces with
+      // room to spare are unchanged).
+      added = std::max<std::int64_t>(16, std::min(added, o.max_context_tokens - c.output - c.prefix));
       c.prompt = c.prefix + added;
       if (rng.Bernoulli(k == 1 ? o.env_start_probability : 0.0)) {
         c.gap_s = rng.Uniform(o.env_start_min_s, o.env_start_max_s);

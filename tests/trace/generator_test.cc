@@ -89,6 +89,16 @@ TEST(GeneratorTest, PromptsGrowWithinASessionExceptAtCompaction) {
   EXPECT_GT(grew, 0.9 * continuations);
 }
 
+// A small context holds every call, even when a tool result alone would
+// not fit (it is truncated).
+TEST(GeneratorTest, SmallContextsBoundEveryCall) {
+  GeneratorOptions o;
+  o.sessions = 30;
+  o.max_context_tokens = 3000;
+  const Trace t = GenerateSessions(o);
+  for (const auto& c : t.calls) EXPECT_LE(c.prompt_tokens + c.output_tokens, 3000) << c.session_id;
+}
+
 TEST(GeneratorTest, SameSeedSameBytesOtherSeedOtherBytes) {
   GeneratorOptions o;
   o.sessions = 40;
