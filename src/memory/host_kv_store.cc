@@ -7,9 +7,7 @@
 #endif
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "core/error.h"
 
@@ -46,21 +44,13 @@ std::uint64_t HashWhileCopying(const std::byte* src, void* dst, std::size_t n) {
 
 }  // namespace
 
-HostKvStore::HostKvStore(std::size_t block_bytes, std::int32_t slabs, double link_bytes_per_s)
+HostKvStore::HostKvStore(std::size_t block_bytes, std::int32_t slabs)
     : block_bytes_(block_bytes),
-      link_bytes_per_s_(link_bytes_per_s),
       slabs_(block_bytes * static_cast<std::size_t>(slabs)),
       hash_(static_cast<std::size_t>(slabs), 0),
       used_(static_cast<std::size_t>(slabs), false) {
   TALARIA_CHECK(block_bytes > 0 && slabs > 0, "a host KV store needs slabs");
-  TALARIA_CHECK(link_bytes_per_s >= 0, "link bandwidth must not be negative");
   for (Slot s = slabs - 1; s >= 0; --s) free_.push_back(s);  // lowest slot first
-}
-
-void HostKvStore::WaitForLink(std::size_t bytes) const {
-  if (link_bytes_per_s_ <= 0) return;
-  // Emulated link: the copy is not done before the link would be.
-  std::this_thread::sleep_for(std::chrono::duration<double>(static_cast<double>(bytes) / link_bytes_per_s_));
 }
 
 HostKvStore::Slot HostKvStore::Put(const void* block) {
@@ -71,7 +61,6 @@ HostKvStore::Slot HostKvStore::Put(const void* block) {
   std::memcpy(dst, block, block_bytes_);
   hash_[static_cast<std::size_t>(s)] = Hash(dst, block_bytes_);
   used_[static_cast<std::size_t>(s)] = true;
-  WaitForLink(block_bytes_);
   return s;
 }
 
@@ -79,9 +68,7 @@ bool HostKvStore::Get(Slot slot, void* block) const {
   TALARIA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < used_.size() && used_[static_cast<std::size_t>(slot)],
                 "reading a host KV slab that holds no block");
   const std::byte* src = slabs_.data() + static_cast<std::size_t>(slot) * block_bytes_;
-  const bool intact = HashWhileCopying(src, block, block_bytes_) == hash_[static_cast<std::size_t>(slot)];
-  WaitForLink(block_bytes_);
-  return intact;
+  return HashWhileCopying(src, block, block_bytes_) == hash_[static_cast<std::size_t>(slot)];
 }
 
 void HostKvStore::Free(Slot slot) {

@@ -6,8 +6,9 @@
 // a corrupted or stale slab is reported, and the caller recomputes instead
 // of restoring wrong KV.
 //
-// Copies may be capped at a bandwidth to emulate a PCIe link (an emulation:
-// the copy waits out the time the link would take). Not synchronized.
+// The store copies at memory speed and never waits: emulating a slower link
+// (PCIe) is the copy engine's business, in the driver that owns time. Not
+// synchronized.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +22,7 @@ class HostKvStore {
  public:
   using Slot = std::int32_t;
 
-  // `link_bytes_per_s` 0: copies run at memory speed.
-  HostKvStore(std::size_t block_bytes, std::int32_t slabs, double link_bytes_per_s = 0);
+  HostKvStore(std::size_t block_bytes, std::int32_t slabs);
 
   std::size_t block_bytes() const { return block_bytes_; }
   std::int32_t free_slabs() const { return static_cast<std::int32_t>(free_.size()); }
@@ -40,10 +40,7 @@ class HostKvStore {
   std::span<std::byte> Bytes(Slot slot);
 
  private:
-  void WaitForLink(std::size_t bytes) const;
-
   std::size_t block_bytes_;
-  double link_bytes_per_s_;
   std::vector<std::byte> slabs_;     // one allocation, separate from device memory
   std::vector<std::uint64_t> hash_;  // per slab, recorded at Put
   std::vector<bool> used_;

@@ -171,11 +171,6 @@ nlohmann::json Gateway::Telemetry() {
   return nlohmann::json{{"instances", std::move(instances)}};
 }
 
-bool Gateway::ApiKeyAccepted(const std::string& key) const {
-  return serve_.api_keys.empty() ||
-         std::find(serve_.api_keys.begin(), serve_.api_keys.end(), key) != serve_.api_keys.end();
-}
-
 bool Gateway::Cancel(std::int64_t id) {
   std::shared_ptr<Call> call;
   std::int32_t instance = -1;

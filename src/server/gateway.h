@@ -56,7 +56,7 @@ class Gateway final : public CompletionService {
   // read it, plus "healthy" (whether its last heartbeat was answered).
   nlohmann::json Telemetry() override;
   bool RequiresApiKey() const override { return !serve_.api_keys.empty(); }
-  bool ApiKeyAccepted(const std::string& key) const override;
+  bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(serve_.api_keys, key); }
   ServerMetrics& metrics() override { return metrics_; }
 
   // One heartbeat now: polls every instance (also run by the heartbeat

@@ -66,10 +66,6 @@ void InstanceService::SetSwitchObserver(std::function<void(const SwitchRecord&)>
 void InstanceService::Start() { driver_.Start(); }
 void InstanceService::Stop() { driver_.Stop(); }
 
-bool InstanceService::ApiKeyAccepted(const std::string& key) const {
-  return api_keys_.empty() || std::find(api_keys_.begin(), api_keys_.end(), key) != api_keys_.end();
-}
-
 std::int64_t InstanceService::Submit(const CompletionRequest& request, const std::string& api_key,
                                      std::shared_ptr<CompletionSink> sink) {
   auto prompt = catalog_.PromptTokens(request);

@@ -55,7 +55,7 @@ class InstanceService final : public CompletionService {
   nlohmann::json Telemetry() override;
   std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action) override;
   bool RequiresApiKey() const override { return !api_keys_.empty(); }
-  bool ApiKeyAccepted(const std::string& key) const override;
+  bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(api_keys_, key); }
   ServerMetrics& metrics() override { return metrics_; }
 
   // The deterministic filler text of output token `index` (sim engine).

@@ -36,6 +36,9 @@ class CompletionSink {
   virtual void OnError(const ApiError& error) = 0;
 };
 
+// Whether `key` may use a server configured with `keys` (none: any key).
+bool KeyAccepted(const std::vector<std::string>& keys, const std::string& key);
+
 class CompletionService {
  public:
   virtual ~CompletionService() = default;
