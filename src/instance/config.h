@@ -29,12 +29,17 @@ struct InstanceConfig {
   std::int32_t max_resident = 0;  // 0: no limit
   double storage_gbps = 5.0;      // assumption: local NVMe into pinned host memory, per node
   std::int32_t tp = 8;
+  // What executes the steps: "sim" (SimEngine, a model of a GPU timed from
+  // the profiles) or "cpu" (CpuEngine, the CPU reference models computing
+  // real tokens; models must be in the CPU catalogue, tp 1).
+  std::string engine = "sim";
 
   // Memory (per rank).
   double bump_fraction = 0.8;          // paper appendix: mem-fraction-bump = 0.8
   double non_bump_reserved_gib = 6.0;  // assumption: CUDA context, NCCL, allocator outside the arena
   double runtime_gib = 6.0;            // assumption: activations, workspaces, decode buffers
   double graph_pool_gib = 2.0;         // assumption: one model's CUDA-graph pool
+  double min_kv_gib = 4.0;             // assumption: a model whose weights leave less KV pool is refused
   std::int32_t block_tokens = 64;      // assumption: KV page / HKVR block size
   double staging_chunk_mib = 256;      // assumption: staging chunk size
   double host_kv_gib_per_rank = 96;    // assumption: 2 TB host (§5.1) less host weights, over 8 ranks

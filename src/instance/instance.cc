@@ -94,7 +94,7 @@ HbmLayout::Options LayoutOptions(const InstanceConfig& c, double hbm_gib) {
   o.arena_bytes = static_cast<std::int64_t>(c.bump_fraction * hbm_gib * static_cast<double>(kGiB));
   o.runtime_bytes = static_cast<std::int64_t>(c.runtime_gib * static_cast<double>(kGiB));
   o.graph_pool_bytes = static_cast<std::int64_t>(c.graph_pool_gib * static_cast<double>(kGiB));
-  o.min_kv_bytes = 4 * kGiB;
+  o.min_kv_bytes = static_cast<std::int64_t>(c.min_kv_gib * static_cast<double>(kGiB));
   if (o.arena_bytes <= o.runtime_bytes + o.graph_pool_bytes) {
     char why[256];
     std::snprintf(why, sizeof why,
@@ -517,7 +517,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
     if (!AllocateBlocks(need, scratch_blocks_, nullptr)) return false;
     stager_.OnAllocated(scratch_blocks_, pool_);
     r.blocks = scratch_blocks_;
-    item = PrefillItem{0, r.context(), r.context()};  // swapped KV comes back from host
+    item = PrefillItem{0, r.context(), r.context(), Seq(r)};  // swapped KV comes back from host
     return true;
   }
   const Reuse u = FindReuse(r);
@@ -553,8 +553,12 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
     hkvr_.Pin(m.id, chain, host);
     r.pinned_host_blocks = host;
   }
-  item = PrefillItem{r.call.prompt_tokens - cached, cached, host > 0 ? cached : 0};
+  item = PrefillItem{r.call.prompt_tokens - cached, cached, host > 0 ? cached : 0, Seq(r)};
   return true;
+}
+
+SeqRef Instance::Seq(const Request& r) const {
+  return SeqRef{r.call.id, r.call.prompt_ids, r.blocks, r.call.output_tokens, config_.ablation.hkvr};
 }
 
 bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
@@ -616,7 +620,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
     const std::int64_t hit = static_cast<std::int64_t>(u.device) * config_.block_tokens;
     const std::int64_t restore = static_cast<std::int64_t>(u.host) * config_.block_tokens;
     const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
-    const PrefillItem guess{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached};
+    const PrefillItem guess{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached, {}};
     const double cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
     const bool first = batch_.empty();
     if (!first && (predicted + cost > budget || tokens + guess.new_tokens > config_.max_prefill_batch_tokens)) {
@@ -663,8 +667,10 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   std::int32_t batch = 0;
   std::int64_t context = 0;
   std::int64_t min_left = std::numeric_limits<std::int64_t>::max();
+  decode_seqs_.clear();
   for (const Request* r : m.running) {
     if (r->swapped) continue;
+    decode_seqs_.push_back(Seq(*r));
     ++batch;
     context += r->context();
     min_left = std::min(min_left, r->call.output_tokens - r->generated);
@@ -693,7 +699,7 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
     iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>(1, std::llround(std::ceil(until / step_s))));
   }
   step_.kind = Step::Kind::kDecode;
-  step_.decode = DecodeStep{m.profile, batch, mean_context, static_cast<std::int32_t>(iterations)};
+  step_.decode = DecodeStep{m.profile, batch, mean_context, static_cast<std::int32_t>(iterations), decode_seqs_};
   return true;
 }
 

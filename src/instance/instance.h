@@ -64,6 +64,9 @@ struct CallRequest {
   // Cumulative hashes of this call's context (prompt + output) blocks. The
   // caller keeps them alive and unchanged until the call finishes.
   std::span<const PrefixHash> chain;
+  // The prompt's token ids, for engines that compute real tokens (empty when
+  // replaying sizes only). Kept alive by the caller like `chain`.
+  std::span<const std::int32_t> prompt_ids;
 };
 
 struct CallRecord {
@@ -207,6 +210,8 @@ class Instance {
   // A one-line account of the scheduler's state, for diagnostics.
   std::string Describe() const;
   std::int64_t hbm_cap_bytes() const;
+  // The memory substrate an engine with real memory works on.
+  Substrate substrate() const { return Substrate{&layout_, &pool_, &stager_, config_.block_tokens}; }
   // Ends the round in progress (if any) so its record is reported.
   void Flush(InstanceEvents& events);
 
@@ -230,6 +235,7 @@ class Instance {
   void ReleaseModelKv(Model& m, TimePoint now, Duration& drain);
   void Finish(Request& r, TimePoint now, InstanceEvents& events);
   double PredictPrefill(const Request& r, TimePoint now);
+  SeqRef Seq(const Request& r) const;
   // How much of a call's prompt this instance can reuse, in blocks: device
   // KV of its session (the active model's), else host KV (HKVR). `skips`
   // counts reuse a hybrid model's state rules declined. No side effects
@@ -264,6 +270,7 @@ class Instance {
   Step step_;
   std::vector<Request*> batch_;          // requests of the planned prefill step
   std::vector<PrefillItem> items_;       // and their items
+  std::vector<SeqRef> decode_seqs_;      // the planned decode step's calls
   std::vector<BlockId> scratch_blocks_;
   TimePoint step_start_;
 

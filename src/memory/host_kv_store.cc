@@ -46,7 +46,7 @@ std::uint64_t HashWhileCopying(const std::byte* src, void* dst, std::size_t n) {
 
 HostKvStore::HostKvStore(std::size_t block_bytes, std::int32_t slabs)
     : block_bytes_(block_bytes),
-      slabs_(block_bytes * static_cast<std::size_t>(slabs)),
+      slabs_(new std::byte[block_bytes * static_cast<std::size_t>(slabs)]),
       hash_(static_cast<std::size_t>(slabs), 0),
       used_(static_cast<std::size_t>(slabs), false) {
   TALARIA_CHECK(block_bytes > 0 && slabs > 0, "a host KV store needs slabs");
@@ -57,7 +57,7 @@ HostKvStore::Slot HostKvStore::Put(const void* block) {
   if (free_.empty()) return -1;
   const Slot s = free_.back();
   free_.pop_back();
-  std::byte* dst = slabs_.data() + static_cast<std::size_t>(s) * block_bytes_;
+  std::byte* dst = slabs_.get() + static_cast<std::size_t>(s) * block_bytes_;
   std::memcpy(dst, block, block_bytes_);
   hash_[static_cast<std::size_t>(s)] = Hash(dst, block_bytes_);
   used_[static_cast<std::size_t>(s)] = true;
@@ -67,7 +67,7 @@ HostKvStore::Slot HostKvStore::Put(const void* block) {
 bool HostKvStore::Get(Slot slot, void* block) const {
   TALARIA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < used_.size() && used_[static_cast<std::size_t>(slot)],
                 "reading a host KV slab that holds no block");
-  const std::byte* src = slabs_.data() + static_cast<std::size_t>(slot) * block_bytes_;
+  const std::byte* src = slabs_.get() + static_cast<std::size_t>(slot) * block_bytes_;
   return HashWhileCopying(src, block, block_bytes_) == hash_[static_cast<std::size_t>(slot)];
 }
 
@@ -80,7 +80,7 @@ void HostKvStore::Free(Slot slot) {
 
 std::span<std::byte> HostKvStore::Bytes(Slot slot) {
   TALARIA_CHECK(slot >= 0 && static_cast<std::size_t>(slot) < used_.size(), "no such slab");
-  return {slabs_.data() + static_cast<std::size_t>(slot) * block_bytes_, block_bytes_};
+  return {slabs_.get() + static_cast<std::size_t>(slot) * block_bytes_, block_bytes_};
 }
 
 }  // namespace talaria

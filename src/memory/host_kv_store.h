@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -41,7 +42,9 @@ class HostKvStore {
 
  private:
   std::size_t block_bytes_;
-  std::vector<std::byte> slabs_;     // one allocation, separate from device memory
+  // One allocation, separate from device memory; left uninitialised, so its
+  // pages are backed only as slabs are first written.
+  std::unique_ptr<std::byte[]> slabs_;
   std::vector<std::uint64_t> hash_;  // per slab, recorded at Put
   std::vector<bool> used_;
   std::vector<Slot> free_;

@@ -20,6 +20,7 @@ Region Stager::ChunkRange(std::size_t i) const {
 
 void Stager::Begin(const std::string& model, std::int64_t weight_bytes, TimePoint now, KvPool& pool) {
   Cancel(pool);
+  ++serial_;
   model_ = model;
   weight_bytes_ = weight_bytes;
   region_ = pool.region();

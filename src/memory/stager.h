@@ -60,9 +60,14 @@ class Stager {
   std::int64_t StagingSlackBytes(const KvPool& pool) const;
 
   const std::string& staged_model() const { return model_; }
+  // Bumped by every Begin: an engine that writes the staged bytes itself
+  // knows its copies belong to an earlier staging when this changes.
+  std::uint64_t serial() const { return serial_; }
   // Bytes of clean or in-progress chunks: what staging occupies in HBM now.
   std::int64_t StagedBytes() const { return staged_bytes_; }
   std::span<const ChunkState> chunks() const { return states_; }
+  // Chunk i holds weight bytes [i * chunk_bytes(), ...) of the staged model.
+  std::int64_t chunk_bytes() const { return chunk_bytes_; }
   Region ChunkRange(std::size_t i) const;
 
  private:
@@ -73,6 +78,7 @@ class Stager {
   double h2d_bytes_per_s_;
   std::string model_;
   std::int64_t weight_bytes_ = 0;
+  std::uint64_t serial_ = 0;
   Region region_;  // the KV region staged into
   std::vector<ChunkState> states_;
   std::size_t next_ = 0;        // next chunk to consider writing

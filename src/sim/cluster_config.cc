@@ -99,10 +99,13 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("max_resident", ic.max_resident, 0, 1 << 16);
       r.Optional("storage_gbps", ic.storage_gbps, 0.001, 1e6);
       r.Optional("tp", ic.tp, 1, 64);
+      r.Optional("engine", ic.engine);
+      if (ic.engine != "sim" && ic.engine != "cpu") r.Fail("engine", t->get("engine"), "must be \"sim\" or \"cpu\"");
       r.Optional("bump_fraction", ic.bump_fraction, 0.1, 1.0);
       r.Optional("non_bump_reserved_gib", ic.non_bump_reserved_gib, 0, 1e4);
       r.Optional("runtime_gib", ic.runtime_gib, 0, 1e4);
       r.Optional("graph_pool_gib", ic.graph_pool_gib, 0, 1e4);
+      r.Optional("min_kv_gib", ic.min_kv_gib, 0, 1e4);
       r.Optional("block_tokens", ic.block_tokens, 1, 1 << 16);
       r.Optional("staging_chunk_mib", ic.staging_chunk_mib, 1, 1 << 20);
       r.Optional("host_kv_gib_per_rank", ic.host_kv_gib_per_rank, 0, 1 << 20);
