@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "server/http_server.h"
 #include "server/instance_service.h"
 #include "server/remote_instance.h"
+#include "embedded_configs.h"
 #include "sim/cluster_config.h"
 
 namespace talaria::cli {
@@ -42,6 +44,7 @@ models = ["qwen3-235b-a22b", "glm-5-nvfp4", "qwen3.5-122b-a10b"]
 
 struct ServeArgs {
   std::string config;
+  std::string engine;  // "", "sim" or "cpu"; overrides every instance's
   std::string host;
   int port = -1;
   double time_scale = 0;
@@ -51,8 +54,13 @@ struct ServeArgs {
 };
 
 ClusterConfig LoadWithOverrides(const ServeArgs& a) {
-  ClusterConfig cluster = a.config.empty() ? ParseClusterConfig(kDefaultConfig, "<embedded default>", ".")
-                                           : LoadClusterConfig(a.config);
+  ClusterConfig cluster = !a.config.empty()  ? LoadClusterConfig(a.config)
+                          : a.engine == "cpu" ? ParseClusterConfig(kCpuConfig, "<embedded configs/cpu-three-models.toml>",
+                                                                   "configs")
+                                              : ParseClusterConfig(kDefaultConfig, "<embedded default>", ".");
+  if (!a.engine.empty()) {
+    for (auto& i : cluster.instances) i.engine = a.engine;
+  }
   if (!a.host.empty()) cluster.serve.host = a.host;
   if (a.time_scale > 0) cluster.serve.time_scale = a.time_scale;
   cluster.instance_addresses.resize(cluster.instances.size());
@@ -82,6 +90,17 @@ void ServeUntilSignal(CompletionService& service, const std::string& host, int p
 
 std::string KeysNote(const ClusterConfig& c) { return c.serve.api_keys.empty() ? "no API keys" : "API keys required"; }
 
+// What runs the steps of `instances`, for the start-up line.
+std::string EngineNote(std::span<const InstanceConfig> instances, double time_scale) {
+  bool sim = false, cpu = false;
+  for (const auto& i : instances) (i.engine == "cpu" ? cpu : sim) = true;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "sim engine emulating the GPUs at time scale %g", time_scale);
+  const std::string cpu_note = "cpu engine computing real tokens in real time";
+  if (sim && cpu) return std::string(buf) + ", " + cpu_note;
+  return cpu ? cpu_note : buf;
+}
+
 void RunServe(const ServeArgs& a) {
   ClusterConfig cluster = LoadWithOverrides(a);
   if (a.port >= 0) cluster.serve.port = a.port;
@@ -89,9 +108,9 @@ void RunServe(const ServeArgs& a) {
   Gateway gateway(cluster, profiles);
   gateway.Start();
   char detail[256];
-  std::snprintf(detail, sizeof detail, "%zu instance%s in this process; sim engine emulating the GPUs at time scale %g; %s",
-                cluster.instances.size(), cluster.instances.size() == 1 ? "" : "s", cluster.serve.time_scale,
-                KeysNote(cluster).c_str());
+  std::snprintf(detail, sizeof detail, "%zu instance%s in this process; %s; %s", cluster.instances.size(),
+                cluster.instances.size() == 1 ? "" : "s",
+                EngineNote(cluster.instances, cluster.serve.time_scale).c_str(), KeysNote(cluster).c_str());
   ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "serve", detail);
   gateway.Stop();
 }
@@ -121,8 +140,9 @@ void RunInstance(const ServeArgs& a) {
   InstanceService service(cluster.instances[index], profiles, cluster.serve);
   service.Start();
   char detail[256];
-  std::snprintf(detail, sizeof detail, "instance '%s'; sim engine emulating the GPUs at time scale %g; %s",
-                service.name().c_str(), cluster.serve.time_scale, KeysNote(cluster).c_str());
+  std::snprintf(detail, sizeof detail, "instance '%s'; %s; %s", service.name().c_str(),
+                EngineNote(std::span(&cluster.instances[index], 1), cluster.serve.time_scale).c_str(),
+                KeysNote(cluster).c_str());
   ServeUntilSignal(service, host, port, a, "instance", detail);
   service.Stop();
 }
@@ -168,6 +188,11 @@ void RunGateway(const ServeArgs& a) {
 
 void AddCommonOptions(CLI::App* cmd, ServeArgs& args, const char* config_help) {
   cmd->add_option("--config", args.config, config_help);
+  cmd->add_option("--engine", args.engine,
+                  "engine of every instance, overriding the config's `engine`: sim (a model of a GPU, timed "
+                  "from the profiles) or cpu (the CPU reference models computing real tokens; without --config, "
+                  "the built-in configs/cpu-three-models.toml)")
+      ->check(CLI::IsMember({"sim", "cpu"}));
   cmd->add_option("--host", args.host, "address to bind (overrides the config; default 127.0.0.1)");
   cmd->add_option("--time-scale", args.time_scale,
                   "emulated seconds per wall second (overrides [serve] time_scale; default 1)");
@@ -180,15 +205,15 @@ void AddServeCommand(CLI::App& app) {
   auto serve = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
       "serve", "Serve the OpenAI-compatible API: gateway (router) and instances in one process; the sim "
-               "engine emulates the GPUs (an emulation, not a GPU)");
+               "engine emulates the GPUs (an emulation, not a GPU), the cpu engine computes real tokens");
   AddCommonOptions(cmd, *serve, "cluster config with a [serve] table (default: the embedded TP=8 three-model server)");
   cmd->add_option("--port", serve->port, "port to bind, 0 for any (overrides [serve] port; default 8080)");
   cmd->callback([serve] { RunServe(*serve); });
 
   auto inst = std::make_shared<ServeArgs>();
   cmd = app.add_subcommand("instance",
-                           "Run one instance server: the scheduler of one [[instance]] on the sim engine (an "
-                           "emulation of its GPUs), with the completion API, /v1/telemetry, /admin/models/{m}/open|close, "
+                           "Run one instance server: the scheduler of one [[instance]] on its engine (sim: an "
+                           "emulation of its GPUs; cpu: the CPU reference models), with the completion API, /v1/telemetry, /admin/models/{m}/open|close, "
                            "/health and /metrics");
   AddCommonOptions(cmd, *inst, "cluster config (default: the embedded TP=8 three-model server)");
   cmd->add_option("--name", inst->name, "which [[instance]] to run (default: the only one)");

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+#include "core/units.h"
+#include "engine/cpu_engine.h"
+#include "engine/cpu_profile.h"
 #include "engine/sim_engine.h"
 #include "memory/block_hashes.h"
 #include "server/telemetry_json.h"
@@ -19,14 +23,43 @@ struct CallState {
   std::string output_text;
   std::shared_ptr<CompletionSink> sink;
 
-  void EmitTo(std::int64_t generated) {
+  // An engine that computes sends the token ids it generated (byte tokens:
+  // the text is their bytes); one that models time sends none, and the
+  // deterministic filler stands in for them.
+  void Emit(std::int64_t generated, std::span<const std::int32_t> ids) {
     std::string delta;
-    for (; emitted < generated; ++emitted) delta += InstanceService::FillerToken(emitted);
+    if (!ids.empty()) {
+      for (std::int32_t id : ids) {
+        if (id >= kFirstByteToken) delta += static_cast<char>(id - kFirstByteToken);
+      }
+      emitted += static_cast<std::int64_t>(ids.size());
+    } else {
+      for (; emitted < generated; ++emitted) delta += InstanceService::FillerToken(emitted);
+    }
     if (delta.empty()) return;
     output_text += delta;
     sink->OnDelta(delta);
   }
 };
+
+std::unique_ptr<Engine> MakeEngine(const InstanceConfig& config) {
+  if (config.engine != "cpu") return std::make_unique<SimEngine>();
+  if (config.tp != 1) throw InputError("instance '" + config.name + "'", "the cpu engine runs tp = 1");
+  std::vector<CpuModelConfig> models;
+  for (const std::string& name : config.models) {
+    CpuModelConfig c;
+    if (!CpuModelByName(name, c)) {
+      std::string known;
+      for (const auto& k : CpuModelCatalog()) known += (known.empty() ? "" : ", ") + k.name;
+      throw InputError("instance '" + config.name + "'",
+                       "model '" + name + "' is not a cpu engine model (known: " + known + ")");
+    }
+    models.push_back(c);
+  }
+  CpuEngineOptions o;
+  o.host_kv_bytes = static_cast<std::int64_t>(config.host_kv_gib_per_rank * static_cast<double>(kGiB));
+  return std::make_unique<CpuEngine>(std::move(models), o);
+}
 
 ApiError AdminError(int status, std::string code, std::string message) {
   ApiError e;
@@ -49,7 +82,7 @@ InstanceService::InstanceService(InstanceConfig config, const ProfileSet& profil
     : catalog_(std::span<const InstanceConfig>(&config, 1), profiles),
       block_tokens_(config.block_tokens),
       api_keys_(serve.api_keys),
-      driver_(std::move(config), profiles, std::make_unique<SimEngine>(), serve.time_scale, std::move(clock)),
+      driver_(config, profiles, MakeEngine(config), serve.time_scale, std::move(clock)),
       sessions_(100'000, serve.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }) {
   driver_.SetSwitchObserver([this](const SwitchRecord& r) {
     metrics_.switches.Add(ToString(r.path));
@@ -101,13 +134,16 @@ std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector
   c.output_tokens = max_tokens;
   c.full_reuse = match.full_reuse;
   c.chain = call->chain;
+  c.prompt_ids = call->prompt;
   ++metrics_.accepted;
 
   RealtimeInstance::Callbacks cb;
-  cb.on_first_token = [call](TimePoint) { call->EmitTo(1); };
-  cb.on_tokens = [call](std::int64_t generated, TimePoint) { call->EmitTo(generated); };
+  cb.on_first_token = [call](std::span<const std::int32_t> ids, TimePoint) { call->Emit(1, ids); };
+  cb.on_tokens = [call](std::int64_t generated, std::span<const std::int32_t> ids, TimePoint) {
+    call->Emit(generated, ids);
+  };
   cb.on_finished = [this, call, max_tokens](const CallRecord& rec) {
-    call->EmitTo(max_tokens);
+    if (call->emitted < max_tokens) call->Emit(max_tokens, {});
     {
       std::vector<std::int32_t> context = call->prompt;
       AppendByteTokens(context, call->output_text);

@@ -1,12 +1,15 @@
 // One instance behind a server: the real-time driver of its scheduler on
-// the sim engine, plus what a server adds around it: prompt tokenization and
-// the context check, session contexts for prefix matching, deterministic
-// output text, metrics, telemetry and operator residency control. Served
-// over HTTP by `talaria instance` (HttpServer), or called in-process by the
-// gateway of `talaria serve` (LocalInstanceLink).
+// its engine, plus what a server adds around it: prompt tokenization and
+// the context check, session contexts for prefix matching, output text,
+// metrics, telemetry and operator residency control. Served over HTTP by
+// `talaria instance` (HttpServer), or called in-process by the gateway of
+// `talaria serve` (LocalInstanceLink).
 //
-// The sim engine emulates the GPUs at `time_scale` (not a GPU): output text
-// is deterministic filler ("sim engine filler text ..."), and says so.
+// The engine is the instance config's `engine`: "sim" emulates the GPUs at
+// `time_scale` (not a GPU), and its output text is deterministic filler
+// ("sim engine filler text ..."), saying so; "cpu" runs the CPU reference
+// models (engine/cpu_engine.h) in real time and streams the bytes they
+// generate.
 //
 // Thread safety: every method may be called from any thread; sinks run on
 // the driver thread.

@@ -1,8 +1,11 @@
 #include "server/realtime_instance.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
+#include "core/random.h"
+#include "memory/block_hashes.h"
 
 namespace talaria {
 
@@ -14,16 +17,19 @@ class RealtimeInstance::Events final : public InstanceEvents {
   void OnFirstToken(std::int64_t call_id, TimePoint at) override {
     auto it = owner_.in_flight_.find(call_id);
     if (it != owner_.in_flight_.end() && it->second->callbacks.on_first_token) {
-      owner_.deferred_.push_back([cb = it->second->callbacks.on_first_token, at] { cb(at); });
+      owner_.deferred_.push_back([cb = it->second->callbacks.on_first_token, ids = owner_.NewTokens(*it->second, 1),
+                                  at] { cb(ids, at); });
     }
   }
   void OnTokens(std::int64_t call_id, std::int64_t generated, TimePoint at) override {
     auto it = owner_.in_flight_.find(call_id);
     if (it != owner_.in_flight_.end() && it->second->callbacks.on_tokens) {
-      owner_.deferred_.push_back([cb = it->second->callbacks.on_tokens, generated, at] { cb(generated, at); });
+      owner_.deferred_.push_back([cb = it->second->callbacks.on_tokens, generated,
+                                  ids = owner_.NewTokens(*it->second, generated), at] { cb(generated, ids, at); });
     }
   }
   void OnFinished(const CallRecord& record) override {
+    owner_.engine_->Forget(record.id);
     auto it = owner_.in_flight_.find(record.id);
     if (it == owner_.in_flight_.end()) return;
     std::shared_ptr<Pending> done(std::move(it->second));
@@ -50,6 +56,10 @@ RealtimeInstance::RealtimeInstance(InstanceConfig config, const ProfileSet& prof
       clock_(clock != nullptr ? std::move(clock) : std::make_shared<const SteadyClock>()) {
   TALARIA_CHECK(engine_ != nullptr, "a real-time instance needs an engine");
   if (!(time_scale > 0)) throw InputError("time_scale", "must be greater than 0");
+  if (!engine_->emulated() && time_scale != 1.0) {
+    throw InputError("time_scale", "must be 1 for instance '" + instance_.name() +
+                                       "': its engine computes in real time");
+  }
 }
 
 RealtimeInstance::~RealtimeInstance() { Stop(); }
@@ -61,6 +71,7 @@ TimePoint RealtimeInstance::Now() const {
 void RealtimeInstance::Start() {
   const InstanceConfig& c = instance_.config();
   instance_.Warmup(c.resident.empty() ? c.models.front() : c.resident.front(), Now());
+  engine_->Attach(instance_.substrate());
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -76,8 +87,20 @@ void RealtimeInstance::Stop() {
 void RealtimeInstance::Submit(CallRequest call, Callbacks callbacks) {
   auto p = std::make_unique<Pending>();
   p->chain.assign(call.chain.begin(), call.chain.end());
+  p->prompt.assign(call.prompt_ids.begin(), call.prompt_ids.end());
+  if (computes_tokens()) {
+    // The context's blocks past the prompt are named when the output is
+    // known (NameContext); until then by hashes nothing else has.
+    const std::int64_t bt = instance_.config().block_tokens;
+    const auto blocks = static_cast<std::size_t>(
+        std::max<std::int64_t>(0, call.prompt_tokens + call.output_tokens - 1) / bt);
+    for (std::size_t i = p->chain.size(); i < blocks; ++i) {
+      p->chain.push_back(Mix64(static_cast<std::uint64_t>(call.id) * 0x9E3779B97F4A7C15ull + i));
+    }
+  }
   p->call = std::move(call);
   p->call.chain = p->chain;
+  p->call.prompt_ids = p->prompt;
   p->callbacks = std::move(callbacks);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -96,7 +119,10 @@ bool RealtimeInstance::Cancel(std::int64_t call_id) {
         return true;
       }
     }
-    if (in_flight_.erase(call_id) == 0) return false;  // finished already
+    auto it = in_flight_.find(call_id);
+    if (it == in_flight_.end()) return false;  // finished already
+    cancelled_.push_back(std::move(it->second));  // a step in flight may still read it
+    in_flight_.erase(it);
     cancels_.push_back(call_id);  // the scheduler drops it between steps
   }
   cv_.notify_all();
@@ -127,8 +153,12 @@ void RealtimeInstance::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     const TimePoint now = Now();
-    for (std::int64_t id : cancels_) instance_.Cancel(id);
+    for (std::int64_t id : cancels_) {
+      instance_.Cancel(id);
+      engine_->Forget(id);
+    }
     cancels_.clear();
+    cancelled_.clear();
     while (!inbox_.empty()) {
       std::unique_ptr<Pending> p = std::move(inbox_.front());
       inbox_.pop_front();
@@ -150,29 +180,25 @@ void RealtimeInstance::Loop() {
       }
       continue;
     }
-    Duration took{};
     SwitchTiming timing;
-    switch (step.kind) {
-      case Instance::Step::Kind::kPrefill:
-      case Instance::Step::Kind::kSessionPrefill:
-        took = engine_->Prefill(step.prefill);
-        break;
-      case Instance::Step::Kind::kDecode:
-        took = engine_->Decode(step.decode);
-        break;
-      case Instance::Step::Kind::kSwitch:
-        timing = engine_->Switch(step.switch_step);
-        took = FromSeconds(timing.total_s());
-        break;
-      case Instance::Step::Kind::kIdle:
-        break;
+    if (engine_->emulated()) {
+      const Duration took = RunStep(step, timing);
+      // An emulated step holds the (virtual) GPU for its duration; new
+      // submissions queue meanwhile and join at the next boundary.
+      const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took / time_scale_);
+      cv_.wait_for(lock, wall, [&] { return stop_; });
+      if (stop_) break;
+      instance_.Commit(now + took, timing, events);
+    } else {
+      // A computing step runs unlocked: submissions, snapshots and admin
+      // calls go on meanwhile (they touch neither the step nor the KV pool).
+      lock.unlock();
+      RunStep(step, timing);
+      lock.lock();
+      if (stop_) break;
+      NameContexts(step);
+      instance_.Commit(Now(), timing, events);
     }
-    // An emulated step holds the (virtual) GPU for its duration; new
-    // submissions queue meanwhile and join at the next boundary.
-    const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took / time_scale_);
-    cv_.wait_for(lock, wall, [&] { return stop_; });
-    if (stop_) break;
-    instance_.Commit(now + took, timing, events);
     if (!deferred_.empty()) {
       std::vector<std::function<void()>> run;
       run.swap(deferred_);
@@ -181,6 +207,53 @@ void RealtimeInstance::Loop() {
       lock.lock();
     }
   }
+}
+
+Duration RealtimeInstance::RunStep(const Instance::Step& step, SwitchTiming& timing) {
+  switch (step.kind) {
+    case Instance::Step::Kind::kPrefill:
+    case Instance::Step::Kind::kSessionPrefill:
+      return engine_->Prefill(step.prefill);
+    case Instance::Step::Kind::kDecode:
+      return engine_->Decode(step.decode);
+    case Instance::Step::Kind::kSwitch:
+      timing = engine_->Switch(step.switch_step);
+      return FromSeconds(timing.total_s());
+    case Instance::Step::Kind::kIdle:
+      break;
+  }
+  return Duration{};
+}
+
+void RealtimeInstance::NameContexts(const Instance::Step& step) {
+  const auto name = [&](std::int64_t call_id) {
+    auto it = in_flight_.find(call_id);
+    if (it == in_flight_.end()) return;
+    Pending& p = *it->second;
+    const auto out = engine_->Output(call_id);
+    if (static_cast<std::int64_t>(out.size()) < p.call.output_tokens) return;
+    // Finished: its context is the prompt and every output token but the
+    // last (the KV the engine holds), named by the same hashes as a prompt.
+    std::vector<std::int32_t> context = p.prompt;
+    context.insert(context.end(), out.begin(), out.end() - 1);
+    std::vector<PrefixHash> hashes;
+    HashTokenBlocks(context, instance_.config().block_tokens, hashes);
+    std::copy_n(hashes.begin(), std::min(hashes.size(), p.chain.size()), p.chain.begin());
+  };
+  if (step.kind == Instance::Step::Kind::kDecode) {
+    for (const SeqRef& s : step.decode.seqs) name(s.call_id);
+  } else if (step.kind == Instance::Step::Kind::kPrefill || step.kind == Instance::Step::Kind::kSessionPrefill) {
+    for (const PrefillItem& i : step.prefill.items) name(i.seq.call_id);
+  }
+}
+
+std::vector<std::int32_t> RealtimeInstance::NewTokens(Pending& p, std::int64_t generated) {
+  const auto out = engine_->Output(p.call.id);
+  const auto upto = std::min<std::int64_t>(generated, static_cast<std::int64_t>(out.size()));
+  if (upto <= p.delivered) return {};
+  std::vector<std::int32_t> ids(out.begin() + p.delivered, out.begin() + upto);
+  p.delivered = upto;
+  return ids;
 }
 
 }  // namespace talaria

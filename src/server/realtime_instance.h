@@ -7,7 +7,10 @@
 // With the sim engine this is an emulation, not a GPU: a step lasts its
 // profiled duration divided by `time_scale` (virtual seconds per wall
 // second; 1 = real time, 100 = a hundred times faster). Times reported to
-// callbacks and in telemetry are virtual seconds since Start().
+// callbacks and in telemetry are virtual seconds since Start(). An engine
+// that computes (the cpu engine) runs in real time (time_scale 1), with the
+// driver's lock released while a step computes, and its generated token ids
+// reach the callbacks.
 //
 // Thread safety: Submit, Snapshot and Stop may be called from any thread;
 // callbacks run on the driver's thread and must not block.
@@ -19,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -32,9 +36,11 @@ namespace talaria {
 class RealtimeInstance {
  public:
   struct Callbacks {
-    std::function<void(TimePoint)> on_first_token;
-    // Output tokens generated so far, after each decode step.
-    std::function<void(std::int64_t, TimePoint)> on_tokens;
+    // After each step that generated tokens for the call: how many it has
+    // so far, and the ids of the new ones (empty when the engine only
+    // models time). The first token comes with on_first_token.
+    std::function<void(std::span<const std::int32_t>, TimePoint)> on_first_token;
+    std::function<void(std::int64_t, std::span<const std::int32_t>, TimePoint)> on_tokens;
     std::function<void(const CallRecord&)> on_finished;
   };
 
@@ -55,7 +61,8 @@ class RealtimeInstance {
   // REQUIRES: before Start().
   void SetSwitchObserver(std::function<void(const SwitchRecord&)> observer) { on_switch_ = std::move(observer); }
 
-  // Queues a call; `call.chain` is copied, so the caller need not keep it.
+  // Queues a call; `call.chain` and `call.prompt_ids` are copied, so the
+  // caller need not keep them.
   void Submit(CallRequest call, Callbacks callbacks);
   // Drops a call that has not finished: no further callbacks for it, and its
   // slot and KV are freed at the next step boundary. False if it already
@@ -68,16 +75,25 @@ class RealtimeInstance {
   const std::string& name() const { return instance_.name(); }
   // Virtual time now.
   TimePoint Now() const;
+  // Whether the engine computes real tokens (it needs prompt ids).
+  bool computes_tokens() const { return !engine_->emulated(); }
 
  private:
   struct Pending {
     CallRequest call;
     std::vector<PrefixHash> chain;
+    std::vector<std::int32_t> prompt;
+    std::int64_t delivered = 0;  // output token ids passed to callbacks
     Callbacks callbacks;
   };
   class Events;
 
   void Loop();
+  Duration RunStep(const Instance::Step& step, SwitchTiming& timing);
+  // Names finished calls' context blocks by their real tokens (before Commit).
+  void NameContexts(const Instance::Step& step);
+  // The engine's new output ids for a call since the last callback.
+  std::vector<std::int32_t> NewTokens(Pending& p, std::int64_t generated);
 
   Instance instance_;
   std::unique_ptr<Engine> engine_;
@@ -88,6 +104,8 @@ class RealtimeInstance {
   std::deque<std::unique_ptr<Pending>> inbox_;            // guarded by mu_
   std::unordered_map<std::int64_t, std::unique_ptr<Pending>> in_flight_;  // guarded by mu_
   std::vector<std::int64_t> cancels_;                                     // guarded by mu_
+  // Cancelled calls, kept until the step in flight ends (it may read them).
+  std::vector<std::unique_ptr<Pending>> cancelled_;                       // guarded by mu_
   bool stop_ = false;                                      // guarded by mu_
   std::vector<std::function<void()>> deferred_;            // callbacks to run unlocked
   std::function<void(const SwitchRecord&)> on_switch_;

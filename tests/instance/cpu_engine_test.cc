@@ -34,21 +34,6 @@ CpuModelConfig ModelB() { return testing::TinyCpuModel("b", 96, 192); }
 
 std::int64_t WeightBytes(const CpuModelConfig& c) { return c.Parameters() * static_cast<std::int64_t>(sizeof(float)); }
 
-// A profile that agrees with the CPU model's shapes (the instance lays out
-// weights and KV blocks by it); its step times only steer the scheduler.
-ModelProfile ProfileFor(const CpuModelConfig& c, double hbm_gib) {
-  ModelProfile p = testing::TinyProfile(c.name);
-  p.layers = c.layers;
-  p.kv_layers = c.layers;
-  p.kv_heads = c.kv_heads;
-  p.head_dim = c.head_dim();
-  p.kv_dtype = "fp32";
-  p.kv_dtype_bytes = 4;
-  p.weight_bytes_per_rank = WeightBytes(c);
-  p.hbm_gib_per_gpu = hbm_gib;
-  p.max_context_tokens = c.max_context;
-  return p;
-}
 
 std::vector<std::int32_t> Printable(std::int32_t n, std::int32_t salt) {
   std::vector<std::int32_t> t(static_cast<std::size_t>(n));
@@ -91,8 +76,8 @@ class CpuInstance : public InstanceEvents {
     const std::int64_t block_a = std::int64_t{2} * 2 * 2 * kBlockTokens * 16 * 4;
     const std::int64_t fixed = 128 * kKiB;
     const double hbm_gib = static_cast<double>(weights + kKvBlocks * block_a + fixed) / static_cast<double>(kGiB);
-    profiles_.Add(ProfileFor(ModelA(), hbm_gib));
-    profiles_.Add(ProfileFor(ModelB(), hbm_gib));
+    profiles_.Add(testing::CpuModelProfile(ModelA(), hbm_gib));
+    profiles_.Add(testing::CpuModelProfile(ModelB(), hbm_gib));
     InstanceConfig c = testing::TinyInstance("cpu-0", {"a", "b"});
     c.engine = "cpu";
     c.runtime_gib = c.graph_pool_gib = static_cast<double>(fixed / 2) / static_cast<double>(kGiB);
@@ -289,7 +274,7 @@ TEST(CpuEngineTest, APartlyStagedSwitchGeneratesTheModelsOwnTokens) {
 
 TEST(CpuEngineTest, ProfileAndModelMustAgree) {
   ProfileSet profiles;
-  ModelProfile p = ProfileFor(ModelA(), 0.01);
+  ModelProfile p = testing::CpuModelProfile(ModelA(), 0.01);
   p.weight_bytes_per_rank += 4;
   profiles.Add(p);
   InstanceConfig c = testing::TinyInstance("cpu-0", {"a"});

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "engine/cpu_model.h"
 #include "instance/config.h"
 #include "profile/profile.h"
 
@@ -59,6 +60,22 @@ inline InstanceConfig TinyInstance(const std::string& name, std::vector<std::str
   c.runtime_gib = 1;
   c.graph_pool_gib = 1;
   return c;
+}
+
+// A profile that agrees with a CPU model's shapes (an instance lays out its
+// weights and KV blocks by it); its step times only steer the scheduler.
+inline ModelProfile CpuModelProfile(const CpuModelConfig& c, double hbm_gib) {
+  ModelProfile p = TinyProfile(c.name);
+  p.layers = c.layers;
+  p.kv_layers = c.layers;
+  p.kv_heads = c.kv_heads;
+  p.head_dim = c.head_dim();
+  p.kv_dtype = "fp32";
+  p.kv_dtype_bytes = 4;
+  p.weight_bytes_per_rank = c.Parameters() * static_cast<std::int64_t>(sizeof(float));
+  p.hbm_gib_per_gpu = hbm_gib;
+  p.max_context_tokens = c.max_context;
+  return p;
 }
 
 }  // namespace talaria::testing

@@ -59,6 +59,9 @@ class ClusterHttpTest : public ::testing::Test {
     cluster_.serve.time_scale = 100;
     cluster_.heartbeat_s = 1e5;          // no automatic heartbeat within a test
     cluster_.router.stale_after_s = 1e6;  // snapshots stay fresh; health decides
+    // tau = 1 emulated second is 10 ms of wall time here, less than a busy
+    // test machine may take between a reply and the next request.
+    cluster_.router.lease_tau_s = 50;
     const char* open[] = {"a", "b"};
     for (int i = 0; i < 2; ++i) {
       InstanceConfig ic = testing::TinyInstance("i" + std::to_string(i), {"a", "b"});
@@ -119,7 +122,7 @@ TEST_F(ClusterHttpTest, SecondCallInsideTauLandsOnTheSameInstanceWithCachedToken
   json turn2 = json::parse(turn1);
   turn2["messages"].push_back({{"role", "assistant"}, {"content", r1.Json()["choices"][0]["message"]["content"]}});
   turn2["messages"].push_back({{"role", "tool"}, {"content", "ok"}});
-  const Reply r2 = Chat(turn2.dump(), "s1");  // well inside tau = 1 emulated second
+  const Reply r2 = Chat(turn2.dump(), "s1");  // well inside tau
   ASSERT_EQ(r2.status, 200) << r2.body;
   EXPECT_EQ(r2.Json()["talaria"]["instance"], first);
   EXPECT_EQ(r2.Json()["talaria"]["kv_source"], "device");

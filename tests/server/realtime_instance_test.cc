@@ -49,7 +49,7 @@ TEST(RealtimeInstanceTest, ClosedLoopSessionCompletesWithDeviceHit) {
     c.chain = index == 0 ? chain0 : chain1;
     RealtimeInstance::Callbacks cb;
     if (index == 0) {
-      cb.on_tokens = [&](std::int64_t generated, TimePoint) {
+      cb.on_tokens = [&](std::int64_t generated, std::span<const std::int32_t>, TimePoint) {
         std::lock_guard<std::mutex> lock(mu);
         progress.push_back(generated);
       };
