@@ -34,6 +34,7 @@ struct ReplayArgs {
   std::string lease_sweep;  // comma-separated tau values
   std::string target;       // http://HOST:PORT: replay against a live server
   std::string api_key;
+  bool echo_output = false;
   double time_scale = 1.0;
 };
 
@@ -110,6 +111,7 @@ void RunHttpReplay(const ReplayArgs& a) {
   HttpReplayOptions o;
   o.target = a.target;
   o.api_key = a.api_key;
+  o.echo_output = a.echo_output;
   o.time_scale = a.time_scale;
   o.gap_cap_s = a.gap_cap_s;
   const ReplayResult r = ReplayOverHttp(trace, o);
@@ -274,6 +276,9 @@ void AddReplayCommand(CLI::App& app) {
                   "replay against a live OpenAI-compatible server at http://HOST:PORT instead of a "
                   "simulated cluster (same per-session rules; --cluster and --ablations are ignored)");
   cmd->add_option("--api-key", args->api_key, "bearer key for --target");
+  cmd->add_flag("--echo-output", args->echo_output,
+                "with --target: continue sessions on the server's generated text as byte tokens, so a byte-level "
+                "server that generates (serve --engine cpu) sees the trace's reusable prefixes");
   cmd->add_option("--time-scale", args->time_scale,
                   "with --target: the server's emulated seconds per wall second")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "core/error.h"
@@ -66,6 +67,7 @@ CpuEngine::CpuEngine(std::vector<CpuModelConfig> models, CpuEngineOptions option
 }
 
 CpuEngine::~CpuEngine() {
+  if (copies_.valid()) copies_.get();
   if (arena_ != nullptr) munmap(arena_, arena_bytes_);
 }
 
@@ -98,7 +100,7 @@ void CpuEngine::Attach(const Substrate& substrate) {
     m->block_bytes = std::int64_t{2} * c.layers * c.kv_heads * sub_.block_tokens * c.head_dim() *
                      static_cast<std::int64_t>(sizeof(float));
     const auto slabs = static_cast<std::int32_t>(per_model / m->block_bytes);
-    for (std::int32_t r = 0; r < ranks; ++r) {
+    for (std::int32_t r = 0; r < ranks && slabs > 0; ++r) {  // no room for a block: no host KV
       m->host.push_back(std::make_unique<HostKvStore>(static_cast<std::size_t>(m->block_bytes / ranks), slabs));
     }
   }
@@ -148,7 +150,11 @@ void CpuEngine::LoadWeights(Model& m, const GatherPlan* plan) {
   }
 }
 
-void CpuEngine::MaterializeStaging() {
+void CpuEngine::MaterializeStaging(bool overlap) {
+  // The copies started at the last boundary finish before this step
+  // touches memory: a block allocated since over one of their chunks is
+  // written only after the chunk's (now stale) staged bytes landed.
+  if (copies_.valid()) copies_.get();
   const Stager& st = *sub_.stager;
   if (st.serial() != staged_serial_) {
     staged_serial_ = st.serial();
@@ -160,14 +166,25 @@ void CpuEngine::MaterializeStaging() {
     if (x->config.name == st.staged_model()) m = x.get();
   }
   if (m == nullptr) return;
+  copy_jobs_.clear();
   for (std::size_t i = 0; i < st.chunks().size(); ++i) {
     if (st.chunks()[i] != Stager::ChunkState::kClean || materialized_[i]) continue;
     const Region r = st.ChunkRange(i);
-    std::memcpy(arena_ + r.begin, m->host_bytes() + static_cast<std::int64_t>(i) * st.chunk_bytes(),
-                static_cast<std::size_t>(r.size()));
+    copy_jobs_.push_back({arena_ + r.begin, m->host_bytes() + static_cast<std::int64_t>(i) * st.chunk_bytes(),
+                          static_cast<std::size_t>(r.size())});
     materialized_[i] = true;
     stats_.staged_bytes += r.size();
   }
+  if (copy_jobs_.empty()) return;
+  if (!overlap) {
+    for (const CopyJob& j : copy_jobs_) std::memcpy(j.dst, j.src, j.bytes);
+    return;
+  }
+  // The copy engine: these chunks are written while the step computes
+  // (clean chunks overlap no allocated block, so the step never touches them).
+  copies_ = std::async(std::launch::async, [jobs = copy_jobs_] {
+    for (const CopyJob& j : jobs) std::memcpy(j.dst, j.src, j.bytes);
+  });
 }
 
 void CpuEngine::HoldToLink(std::int64_t bytes, double copy_s) {
@@ -270,6 +287,7 @@ void CpuEngine::DropHostEntry(Model& m, PrefixHash hash) {
 }
 
 bool CpuEngine::PutBlock(Model& m, PrefixHash hash, BlockId block) {
+  if (m.host.empty()) return false;
   while (m.host[0]->free_slabs() == 0) {
     if (m.lru.empty()) return false;
     DropHostEntry(m, m.lru.front());
@@ -325,7 +343,7 @@ Duration CpuEngine::Prefill(const PrefillStep& step) {
   const auto start = Clock::now();
   link_bytes_ = 0;
   link_copy_s_ = 0;
-  MaterializeStaging();
+  MaterializeStaging(true);
   Model& m = ModelNamed(step.model->name);
   TALARIA_CHECK(&m == active_, "prefill for a model that is not active");
   chunks_.clear();
@@ -371,7 +389,7 @@ Duration CpuEngine::Decode(const DecodeStep& step) {
   const auto start = Clock::now();
   link_bytes_ = 0;
   link_copy_s_ = 0;
-  MaterializeStaging();
+  MaterializeStaging(true);
   Model& m = ModelNamed(step.model->name);
   TALARIA_CHECK(&m == active_, "decode for a model that is not active");
   for (const SeqRef& seq : step.seqs) CallFor(seq);
@@ -425,7 +443,7 @@ SwitchTiming CpuEngine::Switch(const SwitchStep& step) {
   timing.save_teardown_s = Since(t);
   t = Clock::now();
   // Open: gather the target's weights (clean staged chunks on device).
-  MaterializeStaging();
+  MaterializeStaging(false);
   Model& to = ModelNamed(step.to->name);
   if (to.model.weight_bytes() != step.to->weight_bytes_per_rank) {
     throw InputError("cpu model '" + to.config.name + "'",

@@ -9,7 +9,8 @@
 //     target's weights gathered into the weight region, clean staged chunks
 //     from the KV region (D2D) and the rest from host weights (H2D);
 //   - staging: chunks the stager reports written are copied into the KV
-//     region at the next step boundary (the copy engine, run synchronously);
+//     region from the next step boundary on, on a copy thread while the
+//     step computes (the copy engine), finished before the step after;
 //   - HKVR: a call's full context blocks are checkpointed to host slabs when
 //     it finishes, named by the hash of their tokens; a restore copies them
 //     back, each emulated tensor-parallel rank checking the bytes of its
@@ -27,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <list>
 #include <memory>
 #include <optional>
@@ -93,7 +95,10 @@ class CpuEngine final : public Engine {
 
   Model& ModelNamed(const std::string& name);
   Call& CallFor(const SeqRef& seq);
-  void MaterializeStaging();
+  // Writes the chunks the stager reports staged since the last boundary into
+  // the KV region: in the background while the step computes (`overlap`),
+  // or before returning.
+  void MaterializeStaging(bool overlap);
   void LoadWeights(Model& m, const GatherPlan* plan);
   std::int64_t RestoreFromHost(Model& m, Call& c, std::span<const BlockId> blocks, std::int64_t tokens);
   void Checkpoint(Model& m, Call& c);
@@ -113,6 +118,13 @@ class CpuEngine final : public Engine {
   std::unordered_map<std::int64_t, std::unique_ptr<Call>> calls_;
   std::uint64_t staged_serial_ = 0;
   std::vector<bool> materialized_;
+  struct CopyJob {
+    std::byte* dst;
+    const std::byte* src;
+    std::size_t bytes;
+  };
+  std::vector<CopyJob> copy_jobs_;
+  std::future<void> copies_;  // staging copies in flight
   Stats stats_;
   // Per step, reused.
   std::vector<SeqChunk> chunks_;

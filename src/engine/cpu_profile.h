@@ -22,7 +22,7 @@ struct CpuProfileOptions {
   double hbm_gib = 4;  // the emulated device memory the profile declares
   std::int32_t repeats = 3;  // each point: the median of this many runs
   std::int32_t block_tokens = 16;
-  std::vector<std::int64_t> prefill_tokens = {16, 64, 256, 512};
+  std::vector<std::int64_t> prefill_tokens = {16, 64, 128, 256, 512, 768, 1024, 1536, 2048};
   std::vector<std::int32_t> decode_batch = {1, 4, 8};
   std::vector<std::int64_t> decode_context = {64, 512, 2048};
 };

@@ -1,5 +1,7 @@
 #include "memory/host_kv_store.h"
 
+#include <sys/mman.h>
+
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -44,9 +46,20 @@ std::uint64_t HashWhileCopying(const std::byte* src, void* dst, std::size_t n) {
 
 }  // namespace
 
+void HostKvStore::Unmap::operator()(std::byte* p) const { munmap(p, bytes); }
+
+std::unique_ptr<std::byte[], HostKvStore::Unmap> HostKvStore::MapSlabs(std::size_t bytes) {
+  TALARIA_CHECK(bytes > 0, "a host KV store needs slabs");
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    throw InputError("host KV store", "cannot map " + std::to_string(bytes) + " bytes of host memory");
+  }
+  return {static_cast<std::byte*>(p), Unmap{bytes}};
+}
+
 HostKvStore::HostKvStore(std::size_t block_bytes, std::int32_t slabs)
     : block_bytes_(block_bytes),
-      slabs_(new std::byte[block_bytes * static_cast<std::size_t>(slabs)]),
+      slabs_(MapSlabs(block_bytes * static_cast<std::size_t>(std::max(slabs, 0)))),
       hash_(static_cast<std::size_t>(slabs), 0),
       used_(static_cast<std::size_t>(slabs), false) {
   TALARIA_CHECK(block_bytes > 0 && slabs > 0, "a host KV store needs slabs");

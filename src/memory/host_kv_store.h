@@ -42,9 +42,14 @@ class HostKvStore {
 
  private:
   std::size_t block_bytes_;
-  // One allocation, separate from device memory; left uninitialised, so its
-  // pages are backed only as slabs are first written.
-  std::unique_ptr<std::byte[]> slabs_;
+  struct Unmap {
+    std::size_t bytes;
+    void operator()(std::byte* p) const;
+  };
+  static std::unique_ptr<std::byte[], Unmap> MapSlabs(std::size_t bytes);
+  // One mapping, separate from device memory, backed only as slabs are
+  // first written (a large configured pool costs what is used).
+  std::unique_ptr<std::byte[], Unmap> slabs_;
   std::vector<std::uint64_t> hash_;  // per slab, recorded at Put
   std::vector<bool> used_;
   std::vector<Slot> free_;

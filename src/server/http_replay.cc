@@ -43,7 +43,21 @@ struct CallOutcome {
   int status = 0;
   double ttft_wall_s = -1;
   double done_wall_s = 0;
+  std::string text;  // the streamed completion text (with echo_output)
 };
+
+// The text of a completion stream: every chunk's choices[0].text, joined.
+std::string StreamedText(const std::string& body) {
+  std::string text;
+  for (std::size_t at = body.find("data: {"); at != std::string::npos; at = body.find("data: {", at + 1)) {
+    const std::size_t end = body.find('\n', at);
+    const auto chunk = nlohmann::json::parse(body.substr(at + 6, end - at - 6), nullptr, false);
+    if (chunk.is_discarded() || !chunk.contains("choices") || chunk["choices"].empty()) continue;
+    const auto& choice = chunk["choices"][0];
+    if (choice.contains("text") && choice["text"].is_string()) text += choice["text"].get<std::string>();
+  }
+  return text;
+}
 
 // One streaming completion; times are wall seconds from `release`.
 CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& target,
@@ -71,6 +85,7 @@ CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& 
   }
   out.done_wall_s = std::chrono::duration<double>(Clock::now() - release).count();
   if (out.ttft_wall_s < 0) out.ttft_wall_s = out.done_wall_s;
+  if (o.echo_output && out.status == 200) out.text = StreamedText(parser.get().body());
   return out;
 }
 
@@ -101,6 +116,7 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
         beast::flat_buffer buffer;
         const TraceCall& first = trace.calls[calls.front()];
         SessionTokens tokens(first.token_seed, o.vocab_size + 3, 3);
+        std::vector<std::int32_t> context;  // echo_output: the last prompt as sent, then its real output
         Clock::time_point release = start + wall(first.gap_s);
         const Clock::time_point session_start = release;
         for (std::size_t k = 0; k < calls.size(); ++k) {
@@ -108,11 +124,15 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
           if (k > 0) release += wall(std::min(c.gap_uncapped_s.value_or(c.gap_s), o.gap_cap_s));
           std::this_thread::sleep_until(release);
           tokens.Advance(c);
-          nlohmann::json body = {{"model", c.model},
-                                 {"prompt", std::vector<std::int32_t>(tokens.prompt().begin(), tokens.prompt().end())},
-                                 {"max_tokens", c.output_tokens},
-                                 {"stream", true}};
+          std::vector<std::int32_t> prompt(tokens.prompt().begin(), tokens.prompt().end());
+          if (o.echo_output) {
+            const auto keep = std::min<std::size_t>(static_cast<std::size_t>(c.prefix_tokens), context.size());
+            std::copy_n(context.begin(), std::min(keep, prompt.size()), prompt.begin());
+            context = prompt;
+          }
+          nlohmann::json body = {{"model", c.model}, {"prompt", prompt}, {"max_tokens", c.output_tokens}, {"stream", true}};
           const CallOutcome out = Post(socket, buffer, target, o, c.session_id, body.dump(), release);
+          for (unsigned char b : out.text) context.push_back(3 + b);
           std::lock_guard<std::mutex> lock(mu);
           if (out.status != 200) {
             ++result.rejected;

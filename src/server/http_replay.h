@@ -25,6 +25,14 @@ struct HttpReplayOptions {
   double time_scale = 1.0;
   double gap_cap_s = 10.0;
   std::int32_t vocab_size = 256;  // token ids are drawn from [3, vocab_size + 3)
+  // Continue each session on what the server generated: a continuation's
+  // prefix (its first prefix_tokens) is the previous prompt as sent followed
+  // by the previous call's streamed text read as byte tokens (byte b is id
+  // 3 + b), instead of the trace's materialised output. For byte-level
+  // servers that generate (`talaria serve --engine cpu`), so the reusable
+  // prefix is the one the trace records; other servers' text is not their
+  // token ids.
+  bool echo_output = false;
 };
 
 // Throws InputError for a bad target. Calls the server refuses are counted
