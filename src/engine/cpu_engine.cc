@@ -192,6 +192,13 @@ void CpuEngine::HoldToLink(std::int64_t bytes, double copy_s) {
   link_copy_s_ += copy_s;
 }
 
+double CpuEngine::WaitOutLink() {
+  const double link_s = options_.link_gbps > 0 ? static_cast<double>(link_bytes_) / (options_.link_gbps * 1e9) : 0;
+  const double wait_s = std::max(0.0, link_s - link_copy_s_);
+  if (wait_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+  return wait_s;
+}
+
 std::span<float> CpuEngine::Shard(BlockId block, std::int32_t layer, bool v, std::int32_t rank) {
   const CpuModelConfig& c = active_->config;
   const std::size_t heads = static_cast<std::size_t>(c.kv_heads / options_.tp_ranks);
@@ -380,8 +387,7 @@ Duration CpuEngine::Prefill(const PrefillStep& step) {
       if (c.checkpoint) Checkpoint(m, c);
     }
   }
-  const double link_s = options_.link_gbps > 0 ? static_cast<double>(link_bytes_) / (options_.link_gbps * 1e9) : 0;
-  if (link_s > link_copy_s_) std::this_thread::sleep_for(std::chrono::duration<double>(link_s - link_copy_s_));
+  WaitOutLink();
   return std::chrono::duration_cast<Duration>(Clock::now() - start);
 }
 
@@ -415,8 +421,7 @@ Duration CpuEngine::Decode(const DecodeStep& step) {
       }
     }
   }
-  const double link_s = options_.link_gbps > 0 ? static_cast<double>(link_bytes_) / (options_.link_gbps * 1e9) : 0;
-  if (link_s > link_copy_s_) std::this_thread::sleep_for(std::chrono::duration<double>(link_s - link_copy_s_));
+  WaitOutLink();
   return std::chrono::duration_cast<Duration>(Clock::now() - start);
 }
 
@@ -452,11 +457,7 @@ SwitchTiming CpuEngine::Switch(const SwitchStep& step) {
   }
   LoadWeights(to, &step.plan);
   timing.open_weights_s = Since(t);
-  const double link_s = options_.link_gbps > 0 ? static_cast<double>(link_bytes_) / (options_.link_gbps * 1e9) : 0;
-  if (link_s > link_copy_s_) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(link_s - link_copy_s_));
-    timing.open_weights_s += link_s - link_copy_s_;
-  }
+  timing.open_weights_s += WaitOutLink();
   return timing;
 }
 

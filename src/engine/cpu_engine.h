@@ -105,7 +105,11 @@ class CpuEngine final : public Engine {
   bool PutBlock(Model& m, PrefixHash hash, BlockId block);
   void DropHostEntry(Model& m, PrefixHash hash);
   std::int32_t Pick(std::span<const float> logits) const;
+  // Counts a host<->device copy of the step in flight (bytes, time it took).
   void HoldToLink(std::int64_t bytes, double copy_s);
+  // With a link cap, sleeps until the step's host<->device bytes would have
+  // crossed the link; returns the seconds waited.
+  double WaitOutLink();
   std::span<float> Shard(BlockId block, std::int32_t layer, bool v, std::int32_t rank);
 
   CpuEngineOptions options_;

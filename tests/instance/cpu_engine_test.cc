@@ -272,6 +272,19 @@ TEST(CpuEngineTest, APartlyStagedSwitchGeneratesTheModelsOwnTokens) {
   EXPECT_EQ(inst.outputs.at(b), Reference(ModelB(), 2, pb, 10));
 }
 
+TEST(CpuEngineTest, ACappedLinkHoldsHostCopiesToItsRate) {
+  CpuEngineOptions slow_link;
+  slow_link.link_gbps = 0.01;  // 10 MB/s
+  Ablation no_staging;
+  no_staging.d2d_staging = false;  // b's weights all come over the link
+  CpuInstance inst(slow_link, no_staging);
+  inst.Submit("sb", 0, "b", Printable(20, 8), 2);
+  inst.Run();
+  ASSERT_EQ(inst.switches.size(), 1u);
+  EXPECT_EQ(inst.switches[0].path, SwitchPath::kH2d);
+  EXPECT_GE(inst.switches[0].timing.open_weights_s, static_cast<double>(WeightBytes(ModelB())) / 1e7);
+}
+
 TEST(CpuEngineTest, ProfileAndModelMustAgree) {
   ProfileSet profiles;
   ModelProfile p = testing::CpuModelProfile(ModelA(), 0.01);
