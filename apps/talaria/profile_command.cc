@@ -99,6 +99,11 @@ void RunMeasure(const MeasureArgs& a) {
   o.repeats = a.repeats;
   std::erase_if(o.prefill_tokens, [&](std::int64_t n) { return n > a.max_tokens; });
   std::erase_if(o.decode_context, [&](std::int64_t n) { return n > a.max_tokens; });
+  // A continuation's whole context (cached + new) stays within --max-tokens.
+  std::erase_if(o.cached_tokens, [&](std::int64_t n) { return n + o.cached_new_tokens.front() > a.max_tokens; });
+  if (!o.cached_tokens.empty()) {
+    std::erase_if(o.cached_new_tokens, [&](std::int64_t n) { return n + o.cached_tokens.back() > a.max_tokens; });
+  }
   if (o.prefill_tokens.empty() || o.decode_context.empty()) {
     throw InputError("--max-tokens", "leaves no prefill or decode point (the smallest are 16 and 64)");
   }

@@ -85,8 +85,13 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
   config.Validate();
   CpuModel model(config, SeededWeights(config, 1));
   const std::int32_t bt = o.block_tokens;
-  const std::int64_t max_ctx = std::max(*std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()),
-                                        *std::max_element(o.decode_context.begin(), o.decode_context.end()) + 1);
+  const bool cached_grid = !o.cached_new_tokens.empty() && !o.cached_tokens.empty();
+  const std::int64_t max_ctx = std::max(
+      {*std::max_element(o.prefill_tokens.begin(), o.prefill_tokens.end()),
+       *std::max_element(o.decode_context.begin(), o.decode_context.end()) + 1,
+       cached_grid ? *std::max_element(o.cached_new_tokens.begin(), o.cached_new_tokens.end()) +
+                         *std::max_element(o.cached_tokens.begin(), o.cached_tokens.end())
+                   : 0});
   if (max_ctx > config.max_context) throw InputError("profile grid", "goes beyond the model's max_context");
   const auto blocks_per_seq = static_cast<std::int32_t>((max_ctx + bt - 1) / bt);
   const std::int32_t max_batch = *std::max_element(o.decode_batch.begin(), o.decode_batch.end());
@@ -106,6 +111,26 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
     const SeqChunk c{prompt, 0, tables[0]};
     prefill_tokens.push_back(static_cast<double>(n));
     prefill_s.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&c, 1), kv, logits); }));
+  }
+  // Prefill of n new tokens after c cached ones: the cache is filled once
+  // per c (untimed), then the n tokens are timed on top of it.
+  std::vector<std::vector<double>> cached_s;
+  if (cached_grid) {
+    const std::int64_t longest = *std::max_element(o.cached_tokens.begin(), o.cached_tokens.end()) +
+                                 *std::max_element(o.cached_new_tokens.begin(), o.cached_new_tokens.end());
+    std::vector<std::int32_t> text(static_cast<std::size_t>(longest));
+    for (std::int64_t i = 0; i < longest; ++i) text[static_cast<std::size_t>(i)] = 3 + static_cast<std::int32_t>(i * 29 % 256);
+    for (std::int64_t n : o.cached_new_tokens) {
+      std::vector<double> row;
+      for (std::int64_t c : o.cached_tokens) {
+        const SeqChunk fill{std::span(text).first(static_cast<std::size_t>(c)), 0, tables[0]};
+        model.Forward(std::span(&fill, 1), kv, logits);
+        const SeqChunk chunk{std::span(text).subspan(static_cast<std::size_t>(c), static_cast<std::size_t>(n)), c,
+                             tables[0]};
+        row.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&chunk, 1), kv, logits); }));
+      }
+      cached_s.push_back(std::move(row));
+    }
   }
   // One decode step of `batch` sequences at `context` cached tokens (the
   // cache's contents do not change the time).
@@ -164,6 +189,14 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
   line("[prefill]   # measured: one fresh prompt of each length");
   t += "tokens = " + List(prefill_tokens, "%.0f") + "\n";
   t += "seconds = " + List(prefill_s, "%.6g") + "\n\n";
+  if (cached_grid) {
+    line("[prefill_cached]   # measured: new tokens on top of a cached prefix");
+    t += "new_tokens = " + List(std::vector<double>(o.cached_new_tokens.begin(), o.cached_new_tokens.end()), "%.0f") + "\n";
+    t += "cached_tokens = " + List(std::vector<double>(o.cached_tokens.begin(), o.cached_tokens.end()), "%.0f") + "\n";
+    t += "seconds = [\n";
+    for (const auto& row : cached_s) t += "  " + List(row, "%.6g") + ",\n";
+    t += "]\n\n";
+  }
   line("[decode]   # measured: one step of each batch at each cached context");
   std::vector<double> batch(o.decode_batch.begin(), o.decode_batch.end());
   std::vector<double> context(o.decode_context.begin(), o.decode_context.end());

@@ -25,6 +25,10 @@ struct CpuProfileOptions {
   std::vector<std::int64_t> prefill_tokens = {16, 64, 128, 256, 512, 768, 1024, 1536, 2048};
   std::vector<std::int32_t> decode_batch = {1, 4, 8};
   std::vector<std::int64_t> decode_context = {64, 512, 2048};
+  // Prefill of new tokens after a cached prefix (a continuation's cost),
+  // every pair; skipped when either list is empty.
+  std::vector<std::int64_t> cached_new_tokens = {16, 64, 256, 512};
+  std::vector<std::int64_t> cached_tokens = {128, 512, 1024};
 };
 
 // Bytes per second of memcpy over a buffer of `bytes` (best of a few):

@@ -19,6 +19,8 @@ TEST(CpuProfileTest, MeasuredProfileLoadsAndGrowsWithWork) {
   o.prefill_tokens = {16, 256};
   o.decode_batch = {1, 8};
   o.decode_context = {64, 512};
+  o.cached_new_tokens = {16, 128};
+  o.cached_tokens = {64, 512};
   const std::string path = ::testing::TempDir() + "/cpu-test.toml";
   std::ofstream(path) << MeasureCpuProfile(c, o);
   const ModelProfile p = LoadProfile(path);
@@ -28,6 +30,8 @@ TEST(CpuProfileTest, MeasuredProfileLoadsAndGrowsWithWork) {
   EXPECT_EQ(p.weight_bytes_per_rank, c.Parameters() * 4);
   EXPECT_EQ(p.KvBytesPerTokenPerRank(), 2LL * 2 * 2 * 16 * 4);  // K and V, layers, kv heads, head_dim, fp32
   EXPECT_GT(p.PrefillSeconds(256), p.PrefillSeconds(16));
+  ASSERT_FALSE(p.prefill_cached_s.empty());
+  EXPECT_GT(p.PrefillSeconds(128, 512), p.PrefillSeconds(16, 512));
   EXPECT_GT(p.DecodeStepSeconds(8, 512), p.DecodeStepSeconds(1, 64));
   EXPECT_GT(p.h2d_bytes_per_s, 0);
   EXPECT_GT(p.switch_phases.at(SwitchPath::kH2d).open_weights_s, 0);

@@ -75,8 +75,12 @@ class ClusterHttpTest : public ::testing::Test {
     }
     std::vector<std::unique_ptr<InstanceLink>> links;
     for (int i = 0; i < 2; ++i) {
+      // Health is scripted by killing servers (refused at once); a loaded
+      // test machine must not turn a slow telemetry answer into a death.
+      RemoteLinkOptions options;
+      options.connect_timeout_s = options.poll_timeout_s = 10;
       links.push_back(std::make_unique<RemoteInstanceLink>(cluster_.instances[i].name,
-                                                           "127.0.0.1:" + std::to_string(ports_[i])));
+                                                           "127.0.0.1:" + std::to_string(ports_[i]), options));
     }
     gateway_ = std::make_unique<Gateway>(cluster_, profiles_, std::move(links));
     gateway_->Start();
