@@ -22,13 +22,14 @@ struct CallState {
   std::int64_t emitted = 0;
   std::string output_text;
   std::shared_ptr<CompletionSink> sink;
+  bool computed = false;  // the engine computes tokens: never filler
 
   // An engine that computes sends the token ids it generated (byte tokens:
   // the text is their bytes); one that models time sends none, and the
   // deterministic filler stands in for them.
   void Emit(std::int64_t generated, std::span<const std::int32_t> ids) {
     std::string delta;
-    if (!ids.empty()) {
+    if (computed) {
       for (std::int32_t id : ids) {
         if (id >= kFirstByteToken) delta += static_cast<char>(id - kFirstByteToken);
       }
@@ -115,6 +116,7 @@ std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector
                                            std::shared_ptr<CompletionSink> sink) {
   auto call = std::make_shared<CallState>();
   call->sink = std::move(sink);
+  call->computed = driver_.computes_tokens();
   call->prompt = std::move(prompt);
   HashTokenBlocks(call->prompt, block_tokens_, call->chain);
   const std::int64_t id = next_id_++;
@@ -143,7 +145,7 @@ std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector
     call->Emit(generated, ids);
   };
   cb.on_finished = [this, call, max_tokens](const CallRecord& rec) {
-    if (call->emitted < max_tokens) call->Emit(max_tokens, {});
+    if (!call->computed) call->Emit(max_tokens, {});
     {
       std::vector<std::int32_t> context = call->prompt;
       AppendByteTokens(context, call->output_text);
