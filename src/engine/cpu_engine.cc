@@ -346,13 +346,31 @@ void CpuEngine::Checkpoint(Model& m, Call& c) {
   HoldToLink(moved, Since(t));
 }
 
-Duration CpuEngine::Prefill(const PrefillStep& step) {
-  const auto start = Clock::now();
+CpuEngine::Model& CpuEngine::BeginStep(const ModelProfile& model) {
   link_bytes_ = 0;
   link_copy_s_ = 0;
   MaterializeStaging(true);
-  Model& m = ModelNamed(step.model->name);
-  TALARIA_CHECK(&m == active_, "prefill for a model that is not active");
+  Model& m = ModelNamed(model.name);
+  TALARIA_CHECK(&m == active_, "a step for a model that is not active");
+  return m;
+}
+
+void CpuEngine::TakeTokens(Model& m) {
+  const auto vocab = static_cast<std::size_t>(m.config.vocab);
+  for (std::size_t i = 0; i < chunk_calls_.size(); ++i) {
+    Call& c = *chunk_calls_[i];
+    c.kv_len = chunks_[i].cached + static_cast<std::int64_t>(chunks_[i].tokens.size());
+    c.output.push_back(Pick(std::span<const float>(logits_).subspan(i * vocab, vocab)));
+    if (static_cast<std::int64_t>(c.output.size()) >= c.output_tokens) {
+      c.done = true;
+      if (c.checkpoint) Checkpoint(m, c);
+    }
+  }
+}
+
+Duration CpuEngine::Prefill(const PrefillStep& step) {
+  const auto start = Clock::now();
+  Model& m = BeginStep(*step.model);
   chunks_.clear();
   chunk_calls_.clear();
   for (const PrefillItem& item : step.items) {
@@ -377,29 +395,15 @@ Duration CpuEngine::Prefill(const PrefillStep& step) {
     stats_.computed_tokens += static_cast<std::int64_t>(prompt.size()) - cached;
   }
   if (!chunks_.empty()) m.model.Forward(chunks_, *kv_, logits_);
-  const auto vocab = static_cast<std::size_t>(m.config.vocab);
-  for (std::size_t i = 0; i < chunk_calls_.size(); ++i) {
-    Call& c = *chunk_calls_[i];
-    c.kv_len = static_cast<std::int64_t>(c.prompt.size());
-    c.output.push_back(Pick(std::span<const float>(logits_).subspan(i * vocab, vocab)));
-    if (static_cast<std::int64_t>(c.output.size()) >= c.output_tokens) {
-      c.done = true;
-      if (c.checkpoint) Checkpoint(m, c);
-    }
-  }
+  TakeTokens(m);
   WaitOutLink();
   return std::chrono::duration_cast<Duration>(Clock::now() - start);
 }
 
 Duration CpuEngine::Decode(const DecodeStep& step) {
   const auto start = Clock::now();
-  link_bytes_ = 0;
-  link_copy_s_ = 0;
-  MaterializeStaging(true);
-  Model& m = ModelNamed(step.model->name);
-  TALARIA_CHECK(&m == active_, "decode for a model that is not active");
+  Model& m = BeginStep(*step.model);
   for (const SeqRef& seq : step.seqs) CallFor(seq);
-  const auto vocab = static_cast<std::size_t>(m.config.vocab);
   for (std::int32_t it = 0; it < step.iterations; ++it) {
     chunks_.clear();
     chunk_calls_.clear();
@@ -411,15 +415,7 @@ Duration CpuEngine::Decode(const DecodeStep& step) {
     }
     if (chunks_.empty()) break;
     m.model.Forward(chunks_, *kv_, logits_);
-    for (std::size_t i = 0; i < chunk_calls_.size(); ++i) {
-      Call& c = *chunk_calls_[i];
-      ++c.kv_len;
-      c.output.push_back(Pick(std::span<const float>(logits_).subspan(i * vocab, vocab)));
-      if (static_cast<std::int64_t>(c.output.size()) >= c.output_tokens) {
-        c.done = true;
-        if (c.checkpoint) Checkpoint(m, c);
-      }
-    }
+    TakeTokens(m);
   }
   WaitOutLink();
   return std::chrono::duration_cast<Duration>(Clock::now() - start);

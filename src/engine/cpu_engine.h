@@ -94,6 +94,11 @@ class CpuEngine final : public Engine {
   struct Call;
 
   Model& ModelNamed(const std::string& name);
+  // Starts a prefill or decode step of `model` (the active one).
+  Model& BeginStep(const ModelProfile& model);
+  // After a forward pass over chunks_: each chunk's call takes its next
+  // token; a call that is complete is checkpointed (when asked).
+  void TakeTokens(Model& m);
   Call& CallFor(const SeqRef& seq);
   // Writes the chunks the stager reports staged since the last boundary into
   // the KV region: in the background while the step computes (`overlap`),
