@@ -7,7 +7,9 @@
 # --engine cpu`), on the same one-instance cluster config. Prints both rows
 # and the sim's relative error at SCT p50/p95 and TTFT p50.
 # Usage: bench/fidelity/run.sh [path/to/talaria] [sessions (default 12)] [seed (default 7)]
+# Needs python3 (Debian package python3) for the comparison table.
 set -euo pipefail
+command -v python3 >/dev/null || { echo "run.sh: needs python3 (apt-get install python3)" >&2; exit 1; }
 dir=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$dir/../.." && pwd)
 bin=${1:-$root/build/talaria}
