@@ -129,17 +129,16 @@ void BM_CpuSwitch(benchmark::State& state) {
   CpuModelConfig a, b;
   CpuModelByName("cpu-24m", a);
   CpuModelByName("cpu-83m", b);
-  const std::int64_t a_bytes = a.Parameters() * 4, b_bytes = b.Parameters() * 4;
+  const std::int64_t a_bytes = a.WeightBytes(), b_bytes = b.WeightBytes();
   HbmLayout::Options lo;
   lo.arena_bytes = b_bytes + b_bytes + 256 * kMiB;  // weights, then a KV region that holds b staged
   lo.runtime_bytes = lo.graph_pool_bytes = 16 * kMiB;
   HbmLayout layout(lo);
   layout.AddModel(a.name, a_bytes);
   layout.AddModel(b.name, b_bytes);
-  const auto block_bytes = [](const CpuModelConfig& c) { return std::int64_t{2} * c.layers * c.kv_heads * 16 * c.head_dim() * 4; };
   KvPool pool;
   layout.Activate(a.name);
-  pool.Format(layout.kv(), block_bytes(a));
+  pool.Format(layout.kv(), a.KvBlockBytes(16));
   Stager stager(8 * kMiB, 1e12);
   stager.Begin(b.name, b_bytes, TimePoint{}, pool);
   stager.AdvanceTo(TimePoint(FromSeconds(100)), pool);
@@ -159,7 +158,7 @@ void BM_CpuSwitch(benchmark::State& state) {
   };
   const auto to = [&](const ModelProfile& from, const ModelProfile& target, const CpuModelConfig& c, GatherPlan plan) {
     layout.Activate(target.name);
-    pool.Format(layout.kv(), block_bytes(c));
+    pool.Format(layout.kv(), c.KvBlockBytes(16));
     return engine.Switch(SwitchStep{&from, &target, plan, {}, false, 0}).open_weights_s;
   };
   // Warm-up: the staged chunks are written into the KV region once.

@@ -71,10 +71,15 @@ CpuEngine::~CpuEngine() {
   if (arena_ != nullptr) munmap(arena_, arena_bytes_);
 }
 
-CpuEngine::Model& CpuEngine::ModelNamed(const std::string& name) {
+CpuEngine::Model* CpuEngine::FindModel(const std::string& name) {
   for (auto& m : models_) {
-    if (m->config.name == name) return *m;
+    if (m->config.name == name) return m.get();
   }
+  return nullptr;
+}
+
+CpuEngine::Model& CpuEngine::ModelNamed(const std::string& name) {
+  if (Model* m = FindModel(name)) return *m;
   throw InputError("cpu engine", "no cpu model named '" + name + "' (the instance hosts a model the engine lacks)");
 }
 
@@ -96,9 +101,7 @@ void CpuEngine::Attach(const Substrate& substrate) {
   const std::int32_t ranks = options_.tp_ranks;
   const auto per_model = options_.host_kv_bytes / static_cast<std::int64_t>(models_.size());
   for (auto& m : models_) {
-    const CpuModelConfig& c = m->config;
-    m->block_bytes = std::int64_t{2} * c.layers * c.kv_heads * sub_.block_tokens * c.head_dim() *
-                     static_cast<std::int64_t>(sizeof(float));
+    m->block_bytes = m->config.KvBlockBytes(sub_.block_tokens);
     const auto slabs = static_cast<std::int32_t>(per_model / m->block_bytes);
     for (std::int32_t r = 0; r < ranks && slabs > 0; ++r) {  // no room for a block: no host KV
       m->host.push_back(std::make_unique<HostKvStore>(static_cast<std::size_t>(m->block_bytes / ranks), slabs));
@@ -160,12 +163,8 @@ void CpuEngine::MaterializeStaging(bool overlap) {
     staged_serial_ = st.serial();
     materialized_.assign(st.chunks().size(), false);
   }
-  if (st.staged_model().empty()) return;
-  const Model* m = nullptr;
-  for (const auto& x : models_) {
-    if (x->config.name == st.staged_model()) m = x.get();
-  }
-  if (m == nullptr) return;
+  const Model* m = FindModel(st.staged_model());
+  if (m == nullptr) return;  // nothing staged, or not one of ours
   copy_jobs_.clear();
   for (std::size_t i = 0; i < st.chunks().size(); ++i) {
     if (st.chunks()[i] != Stager::ChunkState::kClean || materialized_[i]) continue;
@@ -225,10 +224,7 @@ CpuEngine::Call& CpuEngine::CallFor(const SeqRef& seq) {
 }
 
 std::int32_t CpuEngine::Pick(std::span<const float> logits) const {
-  if (!options_.printable_output) return CpuModel::Argmax(logits);
-  constexpr std::int32_t kFirst = 3 + 0x20, kLast = 3 + 0x7e;  // byte tokens of printable ASCII
-  const auto row = logits.subspan(kFirst, std::min<std::size_t>(kLast + 1, logits.size()) - kFirst);
-  return kFirst + CpuModel::Argmax(row);
+  return options_.printable_output ? CpuModel::ArgmaxPrintable(logits) : CpuModel::Argmax(logits);
 }
 
 std::int64_t CpuEngine::RestoreFromHost(Model& m, Call& c, std::span<const BlockId> blocks, std::int64_t tokens) {

@@ -93,7 +93,8 @@ class CpuEngine final : public Engine {
   struct Model;
   struct Call;
 
-  Model& ModelNamed(const std::string& name);
+  Model* FindModel(const std::string& name);  // nullptr when not hosted
+  Model& ModelNamed(const std::string& name);  // throws when not hosted
   // Starts a prefill or decode step of `model` (the active one).
   Model& BeginStep(const ModelProfile& model);
   // After a forward pass over chunks_: each chunk's call takes its next

@@ -215,6 +215,12 @@ std::int32_t CpuModel::Argmax(std::span<const float> row) {
   return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+std::int32_t CpuModel::ArgmaxPrintable(std::span<const float> row) {
+  constexpr std::size_t kFirst = 3 + 0x20, kLast = 3 + 0x7e;
+  TALARIA_CHECK(row.size() > kLast, "a byte vocabulary");
+  return static_cast<std::int32_t>(kFirst) + Argmax(row.subspan(kFirst, kLast + 1 - kFirst));
+}
+
 void CpuModel::Forward(std::span<const SeqChunk> chunks, KvArena& kv, std::vector<float>& logits) {
   const CpuModelConfig& c = config_;
   const std::int32_t d = c.hidden, hd = c.head_dim(), qd = c.heads * hd, kvd = c.kv_heads * hd;

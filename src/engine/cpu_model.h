@@ -40,6 +40,11 @@ struct CpuModelConfig {
   std::int32_t head_dim() const { return hidden / heads; }
   // Number of weights (embedding and head untied).
   std::int64_t Parameters() const;
+  // Bytes of the fp32 weights, and of one paged KV block of `block_tokens`.
+  std::int64_t WeightBytes() const { return Parameters() * static_cast<std::int64_t>(sizeof(float)); }
+  std::int64_t KvBlockBytes(std::int32_t block_tokens) const {
+    return std::int64_t{2} * layers * kv_heads * block_tokens * head_dim() * static_cast<std::int64_t>(sizeof(float));
+  }
   // Throws InputError naming the field when the shapes are inconsistent.
   void Validate() const;
 };
@@ -124,6 +129,9 @@ class CpuModel {
 
   // Greedy next token of one logits row.
   static std::int32_t Argmax(std::span<const float> row);
+  // Greedy over the byte tokens of printable ASCII only (byte b is token
+  // 3 + b), so generated text is valid UTF-8.
+  static std::int32_t ArgmaxPrintable(std::span<const float> row);
 
  private:
   struct Layer {

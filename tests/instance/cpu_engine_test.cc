@@ -12,7 +12,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -32,8 +31,6 @@ constexpr std::int32_t kKvBlocks = 150;  // of model a: small, so sessions reach
 CpuModelConfig ModelA() { return testing::TinyCpuModel("a", 64, 128); }
 CpuModelConfig ModelB() { return testing::TinyCpuModel("b", 96, 192); }
 
-std::int64_t WeightBytes(const CpuModelConfig& c) { return c.Parameters() * static_cast<std::int64_t>(sizeof(float)); }
-
 
 std::vector<std::int32_t> Printable(std::int32_t n, std::int32_t salt) {
   std::vector<std::int32_t> t(static_cast<std::size_t>(n));
@@ -41,29 +38,9 @@ std::vector<std::int32_t> Printable(std::int32_t n, std::int32_t salt) {
   return t;
 }
 
-// The model alone: one arena of its own, one prefill, greedy decode over
-// printable bytes (as the engine picks).
 std::vector<std::int32_t> Reference(const CpuModelConfig& c, std::uint64_t seed, const std::vector<std::int32_t>& prompt,
                                     std::int32_t n) {
-  CpuModel model(c, SeededWeights(c, seed));
-  const std::int32_t blocks = static_cast<std::int32_t>((prompt.size() + static_cast<std::size_t>(n)) / kBlockTokens) + 1;
-  KvArena kv(c, kBlockTokens, blocks);
-  std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::vector<float> logits;
-  const auto pick = [&] {
-    const auto row = std::span<const float>(logits).subspan(35, 95);
-    return 35 + CpuModel::Argmax(row);
-  };
-  SeqChunk chunk{prompt, 0, table};
-  model.Forward(std::span(&chunk, 1), kv, logits);
-  std::vector<std::int32_t> out{pick()};
-  while (static_cast<std::int32_t>(out.size()) < n) {
-    chunk = SeqChunk{std::span(&out.back(), 1), static_cast<std::int64_t>(prompt.size() + out.size() - 1), table};
-    model.Forward(std::span(&chunk, 1), kv, logits);
-    out.push_back(pick());
-  }
-  return out;
+  return testing::GreedyAlone(c, seed, prompt, n, kBlockTokens);
 }
 
 // One instance over models a and b on the CPU engine, driven in virtual
@@ -72,8 +49,8 @@ class CpuInstance : public InstanceEvents {
  public:
   explicit CpuInstance(CpuEngineOptions options = {}, Ablation ablation = {},
                        const std::function<void(InstanceConfig&)>& tweak = nullptr) {
-    const std::int64_t weights = std::max(WeightBytes(ModelA()), WeightBytes(ModelB()));
-    const std::int64_t block_a = std::int64_t{2} * 2 * 2 * kBlockTokens * 16 * 4;
+    const std::int64_t weights = std::max(ModelA().WeightBytes(), ModelB().WeightBytes());
+    const std::int64_t block_a = ModelA().KvBlockBytes(kBlockTokens);
     const std::int64_t fixed = 128 * kKiB;
     const double hbm_gib = static_cast<double>(weights + kKvBlocks * block_a + fixed) / static_cast<double>(kGiB);
     profiles_.Add(testing::CpuModelProfile(ModelA(), hbm_gib));
@@ -282,7 +259,7 @@ TEST(CpuEngineTest, ACappedLinkHoldsHostCopiesToItsRate) {
   inst.Run();
   ASSERT_EQ(inst.switches.size(), 1u);
   EXPECT_EQ(inst.switches[0].path, SwitchPath::kH2d);
-  EXPECT_GE(inst.switches[0].timing.open_weights_s, static_cast<double>(WeightBytes(ModelB())) / 1e7);
+  EXPECT_GE(inst.switches[0].timing.open_weights_s, static_cast<double>(ModelB().WeightBytes()) / 1e7);
 }
 
 TEST(CpuEngineTest, ProfileAndModelMustAgree) {

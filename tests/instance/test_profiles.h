@@ -72,7 +72,7 @@ inline ModelProfile CpuModelProfile(const CpuModelConfig& c, double hbm_gib) {
   p.head_dim = c.head_dim();
   p.kv_dtype = "fp32";
   p.kv_dtype_bytes = 4;
-  p.weight_bytes_per_rank = c.Parameters() * static_cast<std::int64_t>(sizeof(float));
+  p.weight_bytes_per_rank = c.WeightBytes();
   p.hbm_gib_per_gpu = hbm_gib;
   p.max_context_tokens = c.max_context;
   return p;

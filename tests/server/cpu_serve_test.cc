@@ -9,9 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <numeric>
-
 #include "engine/cpu_profile.h"
+#include "engine/test_models.h"
 #include "instance/test_profiles.h"
 #include "server/call_prep.h"
 #include "server/http_client.h"
@@ -27,26 +26,13 @@ namespace http = boost::beast::http;
 
 constexpr std::int32_t kBlockTokens = 16;
 
-// What the model alone generates after `prompt`: greedy over printable bytes.
+// What the model alone generates after the rendered `prompt`, as text.
 std::string Reference(const CpuModelConfig& c, const std::string& prompt, std::int32_t n) {
   std::vector<std::int32_t> ids;
   AppendByteTokens(ids, prompt);
-  CpuModel model(c, SeededWeights(c, 1));  // the engine seeds model i with 1 + i
-  const auto blocks = static_cast<std::int32_t>(ids.size() / kBlockTokens) + n / kBlockTokens + 2;
-  KvArena kv(c, kBlockTokens, blocks);
-  std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::vector<float> logits;
   std::string text;
-  std::int32_t next = 0;
-  std::int64_t pos = 0;
-  for (std::int32_t i = 0; i < n; ++i) {
-    SeqChunk chunk = i == 0 ? SeqChunk{ids, 0, table} : SeqChunk{std::span(&next, 1), pos, table};
-    model.Forward(std::span(&chunk, 1), kv, logits);
-    pos = i == 0 ? static_cast<std::int64_t>(ids.size()) : pos + 1;
-    next = 35 + CpuModel::Argmax(std::span<const float>(logits).subspan(35, 95));
-    text += static_cast<char>(next - kFirstByteToken);
-  }
+  // The engine seeds model i with 1 + i; this instance hosts one model.
+  for (std::int32_t id : testing::GreedyAlone(c, 1, ids, n, kBlockTokens)) text += static_cast<char>(id - kFirstByteToken);
   return text;
 }
 
