@@ -75,16 +75,24 @@ struct Instance::Request {
 };
 
 struct Instance::Session {
+  std::string id;
+  ChainOwner owner = 0;     // its chains' owner in the host registry
   std::int32_t model = -1;  // model whose device KV `blocks` hold
   std::vector<PrefixHash> chain;
   std::vector<BlockId> blocks;
   bool busy = false;
   TimePoint last_use;
-  // Telemetry cache of the host-restorable prefix: valid while no block was
-  // evicted since (evictions_seen) and its checkpoint had completed.
+  // Telemetry cache of the host-restorable prefix: -1 = probe again (after
+  // a checkpoint, or when the registry dropped one of its blocks); probed
+  // while its checkpoint's copies are in flight.
   TimePoint checkpoint_done;
   std::int32_t host_blocks = -1;
-  std::int64_t evictions_seen = -1;
+  HostKvRegistry::ChainCache hkvr_cache;
+  // What the last snapshot said of it, and whether that may be out of date.
+  KvState reported = KvState::kMissing;
+  std::int32_t reported_model = -1;
+  std::int64_t reported_tokens = 0;
+  bool dirty = false;
 };
 
 namespace {
@@ -238,8 +246,19 @@ Instance::AdminResult Instance::AdminClose(const std::string& model) {
 
 Instance::Session& Instance::SessionFor(const std::string& id) {
   auto& slot = sessions_[id];
-  if (slot == nullptr) slot = std::make_unique<Session>();
+  if (slot == nullptr) {
+    slot = std::make_unique<Session>();
+    slot->id = id;
+    slot->owner = next_owner_++;
+    by_owner_.emplace(slot->owner, slot.get());
+  }
   return *slot;
+}
+
+void Instance::MarkDirty(Session& s) {
+  if (s.dirty) return;
+  s.dirty = true;
+  dirty_.push_back(&s);
 }
 
 bool Instance::Hosts(const std::string& model) const { return ModelIndex(model) >= 0; }
@@ -503,6 +522,7 @@ bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const S
     if (victim == nullptr) return false;
     pool_.Free(victim->blocks);
     victim->blocks.clear();
+    MarkDirty(*victim);
   }
   return true;
 }
@@ -543,6 +563,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   s.blocks.clear();
   s.busy = true;
   s.model = active_;
+  MarkDirty(s);
 
   std::int64_t cached = static_cast<std::int64_t>(device > 0 ? device : host) * bt;
   cached = std::min(cached, r.call.prompt_tokens - 1);  // the last token is always computed
@@ -721,7 +742,10 @@ void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
   }
   drain += FromSeconds(swap_s);
   for (auto& [id, s] : sessions_) {
-    if (s->model == m.id) s->blocks.clear();  // the KV region is released
+    if (s->model == m.id) {
+      s->blocks.clear();  // the KV region is released
+      MarkDirty(*s);
+    }
   }
 }
 
@@ -771,6 +795,7 @@ bool Instance::Cancel(std::int64_t call_id) {
   if (auto s = sessions_.find(r.call.session_id); s != sessions_.end() && s->second->busy) {
     s->second->busy = false;
     s->second->blocks.clear();
+    MarkDirty(*s->second);
   }
   ++counters_.cancelled;
   requests_.erase(it);
@@ -785,10 +810,11 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.model = r.model;
   s.busy = false;
   s.last_use = now;
+  MarkDirty(s);
   if (config_.ablation.hkvr) {
     const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
-                                         m.profile->h2d_bytes_per_s);
+                                         m.profile->h2d_bytes_per_s, s.owner, &s.hkvr_cache);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
     s.checkpoint_done = result.done;
     s.host_blocks = -1;  // recompute at the next snapshot
@@ -899,7 +925,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
   closed_rounds_.clear();
 }
 
-void Instance::Snapshot(TimePoint now, InstanceTelemetry& out) {
+void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   hkvr_.CompleteCopies(now);
   out.instance = config_.name;
   out.version = ++snapshot_version_;
@@ -947,35 +973,87 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out) {
   out.staging_slack_bytes = stager_.StagingSlackBytes(pool_);
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
   out.sessions.clear();
-  const std::int64_t evictions = hkvr_.evicted_blocks();
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    Session& s = *it->second;
-    // Forget sessions idle for long with nothing on device (bounded table).
-    if (!s.busy && s.blocks.empty() && ToSeconds(now - s.last_use) > kSessionIdleS) {
-      it = sessions_.erase(it);
+  out.sessions_delta = delta;
+  out.sessions_base = out.version - 1;
+  TakeHostDrops();
+  // Walk every session when a delta cannot be trusted to cover the change
+  // (first snapshot, a full one asked for, a model switch, a drop that may
+  // concern anyone) and periodically to forget idle sessions; otherwise
+  // only the sessions that changed.
+  if (!delta || all_dirty_ || active_ != reported_active_ || now >= next_sweep_) {
+    for (Session* s : dirty_) s->dirty = false;
+    dirty_.clear();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      Session& s = *it->second;
+      if (all_dirty_) s.host_blocks = -1;
+      // Forget sessions idle for long with nothing on device (bounded table).
+      if (!s.busy && s.blocks.empty() && ToSeconds(now - s.last_use) > kSessionIdleS) {
+        if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
+        by_owner_.erase(s.owner);
+        hkvr_.ForgetOwner(s.owner);
+        it = sessions_.erase(it);
+        continue;
+      }
+      ++it;
+      Report(s, now, delta, out);
+    }
+    all_dirty_ = false;
+    reported_active_ = active_;
+    next_sweep_ = now + FromSeconds(kSessionIdleS / 8);
+  } else {
+    dirty_scratch_.swap(dirty_);
+    dirty_.clear();
+    for (Session* s : dirty_scratch_) {
+      s->dirty = false;
+      Report(*s, now, delta, out);
+    }
+    dirty_scratch_.clear();
+  }
+}
+
+void Instance::TakeHostDrops() {
+  for (ChainOwner owner : hkvr_.dropped_owners()) {
+    if (owner == HostKvRegistry::kAnyOwner) {
+      all_dirty_ = true;
       continue;
     }
-    const std::string& id = it->first;
-    ++it;
-    if (s.model < 0) continue;
-    const Model& m = *models_[static_cast<std::size_t>(s.model)];
-    CachedPrefix c;
-    c.model = m.name;
+    auto it = by_owner_.find(owner);
+    if (it == by_owner_.end()) continue;
+    it->second->host_blocks = -1;
+    MarkDirty(*it->second);
+  }
+  hkvr_.ClearDroppedOwners();
+}
+
+void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out) {
+  KvState state = KvState::kMissing;
+  std::int64_t tokens = 0;
+  if (s.model >= 0) {
     if (s.model == active_ && !s.blocks.empty()) {
-      c.state = KvState::kDevice;
-      c.tokens = static_cast<std::int64_t>(s.chain.size()) * config_.block_tokens;
+      state = KvState::kDevice;
+      tokens = static_cast<std::int64_t>(s.chain.size()) * config_.block_tokens;
     } else if (config_.ablation.hkvr) {
-      if (s.host_blocks < 0 || s.evictions_seen != evictions || now < s.checkpoint_done) {
-        s.host_blocks = hkvr_.Probe(m.id, s.chain);
-        s.evictions_seen = evictions;
+      const bool copying = now < s.checkpoint_done;
+      if (s.host_blocks < 0 || copying) {
+        s.host_blocks = hkvr_.Probe(models_[static_cast<std::size_t>(s.model)]->id, s.chain);
       }
+      if (copying) MarkDirty(s);  // more of it is published as the copies land
       if (s.host_blocks > 0) {
-        c.state = KvState::kHost;
-        c.tokens = static_cast<std::int64_t>(s.host_blocks) * config_.block_tokens;
+        state = KvState::kHost;
+        tokens = static_cast<std::int64_t>(s.host_blocks) * config_.block_tokens;
       }
     }
-    if (c.state != KvState::kMissing) out.sessions.emplace(id, c);
   }
+  const bool changed = state != s.reported || tokens != s.reported_tokens || s.model != s.reported_model;
+  if (delta ? changed : state != KvState::kMissing) {
+    CachedPrefix& c = out.sessions[s.id];
+    c.state = state;
+    c.tokens = tokens;
+    if (state != KvState::kMissing) c.model = models_[static_cast<std::size_t>(s.model)]->name;
+  }
+  s.reported = state;
+  s.reported_tokens = tokens;
+  s.reported_model = s.model;
 }
 
 std::string Instance::Describe() const {

@@ -194,7 +194,10 @@ class Instance {
 
   const InstanceCounters& counters() const { return counters_; }
   // The telemetry snapshot the router reads (versioned; one per call).
-  void Snapshot(TimePoint now, InstanceTelemetry& out);
+  // With `delta`, its sessions are only those whose entry changed since the
+  // previous snapshot (see InstanceTelemetry::sessions_delta): the cost is
+  // proportional to what changed, not to the sessions held.
+  void Snapshot(TimePoint now, InstanceTelemetry& out, bool delta = false);
   // Whether `model` is open here (resident), and whether it is active.
   bool Resident(const std::string& model) const;
 
@@ -222,6 +225,12 @@ class Instance {
 
   Model& Active() { return *models_[static_cast<std::size_t>(active_)]; }
   Session& SessionFor(const std::string& id);
+  void MarkDirty(Session& s);
+  // Brings a session's snapshot entry up to date; adds it to `out` when it
+  // changed (delta) or is held (full).
+  void Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out);
+  // Takes the registry's drop log: the sessions whose host prefix shrank.
+  void TakeHostDrops();
   std::int32_t ModelIndex(const std::string& name) const;
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
@@ -264,6 +273,15 @@ class Instance {
   HostKvRegistry hkvr_;
   std::unordered_map<std::int64_t, std::unique_ptr<Request>> requests_;
   std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
+  // Telemetry bookkeeping: sessions by HKVR chain owner, those whose
+  // snapshot entry may have changed, and whether all may have.
+  std::unordered_map<ChainOwner, Session*> by_owner_;
+  ChainOwner next_owner_ = 1;
+  std::vector<Session*> dirty_;
+  std::vector<Session*> dirty_scratch_;
+  bool all_dirty_ = true;
+  std::int32_t reported_active_ = -1;
+  TimePoint next_sweep_{};
 
   std::int32_t active_ = -1;  // index into models_, -1 before the first switch
   bool in_flight_ = false;

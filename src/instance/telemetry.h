@@ -54,8 +54,15 @@ struct InstanceTelemetry {
   std::int64_t kv_total_bytes = 0;
   std::int64_t staging_slack_bytes = 0;
   double restore_bytes_per_s = 0;
-  // Sessions whose prefix this instance holds, by session id.
+  // Sessions whose prefix this instance holds, by session id. In a delta
+  // snapshot (sessions_delta), only the sessions whose entry changed since
+  // the snapshot numbered sessions_base, a kMissing entry meaning "no longer
+  // held"; it applies only on top of that snapshot. A full snapshot lists
+  // every held prefix. The simulator sends deltas (a cluster's sessions
+  // change far more slowly than heartbeats come); the servers send full ones.
   std::unordered_map<std::string, CachedPrefix, StringHash, std::equal_to<>> sessions;
+  bool sessions_delta = false;
+  std::uint64_t sessions_base = 0;
 };
 
 }  // namespace talaria

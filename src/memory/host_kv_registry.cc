@@ -6,6 +6,9 @@
 #include "core/random.h"
 
 namespace talaria {
+namespace {
+constexpr std::size_t kDroppedOwnersCap = 4096;
+}  // namespace
 
 std::int32_t AgreedBlocks(std::span<const RankReport> ranks) {
   if (ranks.empty()) return 0;
@@ -38,7 +41,9 @@ void HostKvRegistry::TouchChain(ModelId model, std::span<const PrefixHash> chain
 }
 
 void HostKvRegistry::TouchFound() {
-  for (auto b = found_.rbegin(); b != found_.rend(); ++b) Touch(**b);
+  for (auto b = found_.rbegin(); b != found_.rend(); ++b) {
+    if (*b != nullptr) Touch(**b);  // null: a block not registered yet
+  }
 }
 
 void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) {
@@ -47,6 +52,16 @@ void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) 
     lru_.erase(b.lru);
     b.indexed = false;  // no longer visible to lookups
     ++version_;
+    // Chain caches that may hold this block stop holding.
+    ChainOwner logged = kAnyOwner;
+    if (b.shared || b.owner == 0) {
+      ++shared_drops_;
+    } else {
+      if (auto d = owner_drops_.find(b.owner); d != owner_drops_.end()) ++d->second;
+      logged = b.owner;
+    }
+    if (dropped_owners_.size() >= kDroppedOwnersCap) dropped_owners_.assign(1, kAnyOwner);
+    if (dropped_owners_.empty() || dropped_owners_.back() != logged) dropped_owners_.push_back(logged);
   }
   if (b.dma_pins == 0 && b.copy_done) {
     used_ -= b.bytes;
@@ -58,10 +73,11 @@ void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) 
 bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
   auto it = lru_.begin();
   while (used_ + bytes > capacity_ && it != lru_.end()) {
-    auto block = blocks_.find(*it);
+    Block& b = (*it)->second;
+    const Key key = (*it)->first;
     ++it;
-    Block& b = block->second;
     if (b.dma_pins > 0 || !b.copy_done) continue;  // invariant 1: in use by a DMA
+    auto block = blocks_.find(key);
     ++evicted_;
     Drop(block);
   }
@@ -70,7 +86,7 @@ bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
 
 HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks, std::int64_t block_bytes,
-    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s) {
+    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s, ChainOwner owner, ChainCache* cache) {
   CheckpointResult r;
   r.done = now;
   blocks = std::min<std::int32_t>(blocks, static_cast<std::int32_t>(chain.size()));
@@ -78,16 +94,32 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   std::vector<std::int32_t>& to_copy = to_copy_;  // head first: a prefix is only useful from its start
   to_copy.clear();
   found_.clear();  // the chain's blocks in chain order, for touching without a second lookup
-  for (std::int32_t i = 0; i < blocks; ++i) {
+  std::uint64_t* drops = nullptr;
+  if (owner != 0 && cache != nullptr) {
+    drops = &owner_drops_[owner];
+    // The blocks the owner's last checkpoint registered are still indexed if
+    // none of its own or shared blocks was dropped since; they stand for the
+    // chain as far as their keys match it (a new call may branch off early).
+    if (cache->model_ == model && cache->owner_drops_ == *drops && cache->shared_drops_ == shared_drops_) {
+      const auto n = std::min<std::size_t>(cache->blocks_.size(), static_cast<std::size_t>(blocks));
+      for (std::size_t i = 0; i < n && (*cache->blocks_[i]->lru)->first.hash == chain[i]; ++i) {
+        found_.push_back(cache->blocks_[i]);
+        ++r.present_blocks;
+      }
+    }
+    cache->blocks_.clear();
+  }
+  for (auto i = static_cast<std::int32_t>(found_.size()); i < blocks; ++i) {
     const Key key{model, chain[static_cast<std::size_t>(i)]};
     auto it = blocks_.find(key);
     if (it != blocks_.end()) {
       // Registered, or evicted but still held by a DMA pin: index it again.
       if (!it->second.indexed) {
         it->second.indexed = true;
-        it->second.lru = lru_.insert(lru_.end(), key);
+        it->second.lru = lru_.insert(lru_.end(), &*it);
         ++version_;
       }
+      if (it->second.owner != owner) it->second.shared = true;
       ++r.present_blocks;
       found_.push_back(&it->second);
     } else {
@@ -99,7 +131,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   // the eviction below never trims the chain being extended.
   std::int64_t new_bytes = static_cast<std::int64_t>(to_copy.size()) * block_bytes + tail_bytes;
   const std::int64_t evicted_before = evicted_;
-  if (used_ + new_bytes > capacity_) TouchChain(model, chain, blocks);
+  if (used_ + new_bytes > capacity_) TouchFound();
   for (std::int32_t i : to_copy) {
     const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
     if (!MakeRoom(bytes)) {
@@ -111,17 +143,25 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     Block b;
     b.bytes = bytes;
     b.copy_done_at = t;
-    b.lru = lru_.insert(lru_.end(), key);
-    found_[static_cast<std::size_t>(i)] = &blocks_.emplace(key, b).first->second;
-    in_flight_.push_back(key);
+    b.owner = owner;
+    Entry& e = *blocks_.emplace(key, b).first;
+    e.second.lru = lru_.insert(lru_.end(), &e);
+    found_[static_cast<std::size_t>(i)] = &e.second;
+    in_flight_.push_back(&e);
     used_ += bytes;
     r.bytes += bytes;
     ++r.copied_blocks;
   }
   if (evicted_ == evicted_before && r.missed_blocks == 0) {
     TouchFound();  // nothing was dropped: every recorded block is still there
+    if (drops != nullptr) {
+      cache->blocks_.assign(found_.begin(), found_.end());
+      cache->model_ = model;
+      cache->owner_drops_ = *drops;
+      cache->shared_drops_ = shared_drops_;
+    }
   } else {
-    TouchChain(model, chain, blocks);
+    TouchChain(model, chain, blocks);  // the recorded blocks may be gone: look them up again
   }
   d2h_free_at_ = t;
   r.done = t;
@@ -129,27 +169,24 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
 }
 
 void HostKvRegistry::CompleteCopies(TimePoint now) {
-  std::erase_if(in_flight_, [&](const Key& key) {
-    auto it = blocks_.find(key);
-    if (it == blocks_.end()) return true;
-    if (it->second.copy_done_at > now) return false;
-    it->second.copy_done = true;
+  // Copies run one after another, so in_flight_ is in completion order.
+  while (!in_flight_.empty() && in_flight_.front()->second.copy_done_at <= now) {
+    Entry& e = *in_flight_.front();
+    in_flight_.pop_front();
+    e.second.copy_done = true;
     ++version_;
-    if (!it->second.indexed) Drop(it);  // evicted while copying: free now
-    return true;
-  });
+    if (!e.second.indexed) Drop(blocks_.find(e.first));  // evicted while copying: free now
+  }
 }
 
 TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
   TimePoint done = now;
-  std::erase_if(in_flight_, [&](const Key& key) {
-    if (key.model != model) return false;
-    auto it = blocks_.find(key);
-    if (it == blocks_.end()) return true;
-    done = std::max(done, it->second.copy_done_at);
-    it->second.copy_done = true;
+  std::erase_if(in_flight_, [&](Entry* e) {
+    if (e->first.model != model) return false;
+    done = std::max(done, e->second.copy_done_at);
+    e->second.copy_done = true;
     ++version_;
-    if (!it->second.indexed) Drop(it);
+    if (!e->second.indexed) Drop(blocks_.find(e->first));
     return true;
   });
   return done;

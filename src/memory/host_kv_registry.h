@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <span>
 #include <unordered_map>
@@ -35,6 +36,8 @@ namespace talaria {
 
 using PrefixHash = std::uint64_t;
 using ModelId = std::int32_t;
+// Who checkpoints a chain (an instance's session); 0: nobody in particular.
+using ChainOwner = std::uint64_t;
 
 // What one TP rank reports for a checkpoint: how many blocks it committed
 // and the cumulative hash of each.
@@ -46,7 +49,31 @@ struct RankReport {
 std::int32_t AgreedBlocks(std::span<const RankReport> ranks);
 
 class HostKvRegistry {
+ private:
+  struct Block;
+
  public:
+  // Stands in dropped_owners() for a drop that may concern any owner (a
+  // block several chains share, or one checkpointed without an owner).
+  static constexpr ChainOwner kAnyOwner = ~ChainOwner{0};
+
+  // What one owner's last checkpoint registered, so its next checkpoint of
+  // the same (extended) chain looks up only the new blocks. The registry
+  // checks it before use: it holds only while no block of the owner, and no
+  // block shared with another owner, has been dropped since; a cache that no
+  // longer holds is ignored. Opaque to callers.
+  class ChainCache {
+   public:
+    void Clear() { blocks_.clear(); }
+
+   private:
+    friend class HostKvRegistry;
+    std::vector<Block*> blocks_;  // the chain's leading registered blocks
+    ModelId model_ = -1;
+    std::uint64_t owner_drops_ = 0;
+    std::uint64_t shared_drops_ = 0;
+  };
+
   explicit HostKvRegistry(std::int64_t capacity_bytes) : capacity_(capacity_bytes) {}
   HostKvRegistry(const HostKvRegistry&) = delete;
   HostKvRegistry& operator=(const HostKvRegistry&) = delete;
@@ -64,9 +91,12 @@ class HostKvRegistry {
   // engine at `d2h_bytes_per_s`, starting no earlier than `now` or the end of
   // the engine's previous copy. `tail_bytes` is added to the last block
   // (a hybrid model's recurrent state).
+  // With an `owner` and its `cache`, blocks the owner's previous checkpoint
+  // registered are touched without a lookup (O(new blocks) lookups per
+  // checkpoint instead of O(chain)).
   CheckpointResult Checkpoint(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks,
                               std::int64_t block_bytes, std::int64_t tail_bytes, TimePoint now,
-                              double d2h_bytes_per_s);
+                              double d2h_bytes_per_s, ChainOwner owner = 0, ChainCache* cache = nullptr);
 
   // Marks copies that finished by `now` complete (published).
   void CompleteCopies(TimePoint now);
@@ -94,6 +124,15 @@ class HostKvRegistry {
   // results against it.
   std::uint64_t version() const { return version_; }
 
+  // Owners whose registered blocks were dropped (evicted) since the last
+  // ClearDroppedOwners, in drop order with repeats; kAnyOwner when the drop
+  // may concern any owner. Lets a caller refresh only the chains that
+  // changed. Bounded: past a few thousand entries it collapses to kAnyOwner.
+  const std::vector<ChainOwner>& dropped_owners() const { return dropped_owners_; }
+  void ClearDroppedOwners() { dropped_owners_.clear(); }
+  // The owner is gone (its session was forgotten): drops its bookkeeping.
+  void ForgetOwner(ChainOwner owner) { owner_drops_.erase(owner); }
+
   std::int64_t used_bytes() const { return used_; }
   std::int64_t capacity_bytes() const { return capacity_; }
   std::int64_t evicted_blocks() const { return evicted_; }
@@ -112,13 +151,16 @@ class HostKvRegistry {
   struct KeyHash {
     std::size_t operator()(const Key& k) const noexcept;
   };
+  using Entry = std::pair<const Key, Block>;  // blocks_' elements: their addresses are stable
   struct Block {
     std::int64_t bytes = 0;
     bool copy_done = false;  // D2H finished
     bool indexed = true;     // radix reference: visible to lookups once copy_done
     std::int32_t dma_pins = 0;
     TimePoint copy_done_at;
-    std::list<Key>::iterator lru;  // valid while indexed
+    std::list<Entry*>::iterator lru;  // valid while indexed
+    ChainOwner owner = 0;          // who registered it
+    bool shared = false;           // another owner's chain holds it too
   };
 
   bool MakeRoom(std::int64_t bytes);
@@ -134,8 +176,11 @@ class HostKvRegistry {
   std::uint64_t version_ = 0;
   TimePoint d2h_free_at_;
   std::unordered_map<Key, Block, KeyHash> blocks_;
-  std::list<Key> lru_;               // front = least recently used
-  std::vector<Key> in_flight_;       // copies not yet complete
+  std::list<Entry*> lru_;            // front = least recently used
+  std::deque<Entry*> in_flight_;     // copies not yet complete, in completion order
+  std::unordered_map<ChainOwner, std::uint64_t> owner_drops_;  // per owner: blocks dropped
+  std::uint64_t shared_drops_ = 0;   // drops of shared or ownerless blocks
+  std::vector<ChainOwner> dropped_owners_;
   // Scratch for one call (kept to avoid allocating per checkpoint/lookup).
   std::vector<std::int32_t> to_copy_;
   std::vector<Block*> found_;        // element pointers stay valid until an erase

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -103,7 +104,10 @@ struct InstanceState {
   std::vector<const ModelProfile*> profile_of;  // catalogue id -> profile at this tp
   std::deque<OverlayEntry> overlay;             // forwarded since the snapshot
   double load_s = 0;  // queued work in the snapshot, all models
-  std::vector<std::string> indexed_sessions;  // this instance's entries in the session table
+  // This instance's entries in the session table (may name sessions it no
+  // longer holds; a full snapshot clears them all).
+  std::unordered_set<std::string, StringHash, std::equal_to<>> indexed_sessions;
+  bool wants_full = true;  // the next snapshot must be a full one
 };
 
 // What the cost loop needs about one (model, instance) pair, laid out densely
@@ -253,9 +257,31 @@ struct Router::Impl {
     for (auto& [id, c] : inst.snapshot.sessions) {
       const std::int32_t model = ModelId(c.model);
       Entry(id, inst.snapshot_at).held.push_back(Location{index, model, c.state, c.tokens});
-      inst.indexed_sessions.push_back(id);
+      inst.indexed_sessions.insert(id);
     }
     inst.snapshot.sessions.clear();  // indexed: no second copy
+  }
+
+  // Applies a delta snapshot's session changes on top of the index.
+  void ApplyDelta(std::int32_t index, InstanceState& inst) {
+    for (auto& [id, c] : inst.snapshot.sessions) {
+      if (c.state == KvState::kMissing) {
+        if (auto it = sessions.find(id); it != sessions.end()) {
+          std::erase_if(it->second.held, [&](const Location& l) { return l.instance == index; });
+        }
+        continue;
+      }
+      const std::int32_t model = ModelId(c.model);
+      std::vector<Location>& held = Entry(id, inst.snapshot_at).held;
+      auto l = std::find_if(held.begin(), held.end(), [&](const Location& x) { return x.instance == index; });
+      if (l == held.end()) {
+        held.push_back(Location{index, model, c.state, c.tokens});
+        if (!inst.indexed_sessions.contains(id)) inst.indexed_sessions.emplace(id);
+      } else {
+        *l = Location{index, model, c.state, c.tokens};
+      }
+    }
+    inst.snapshot.sessions.clear();
   }
 
   void DropLease(SessionEntry& e) {
@@ -316,11 +342,25 @@ void Router::SetHealthy(std::int32_t instance, bool healthy) {
 void Router::OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, TimePoint now) {
   InstanceState& inst = impl_->instances[static_cast<std::size_t>(instance)];
   if (inst.has_snapshot && snapshot.version <= inst.snapshot.version) return;  // out of order
+  // A delta applies only on top of the snapshot it was taken against; one
+  // that does not (a lost snapshot) keeps the old session index and asks for
+  // a full snapshot next.
+  const bool delta_applies = snapshot.sessions_delta && !inst.wants_full && inst.has_snapshot &&
+                             snapshot.sessions_base == inst.snapshot.version;
+  if (snapshot.sessions_delta && !delta_applies) {
+    inst.wants_full = true;
+    snapshot.sessions.clear();
+  }
   inst.snapshot = std::move(snapshot);
   inst.snapshot_at = inst.snapshot.taken_at;
   inst.has_snapshot = true;
   impl_->Remap(instance, inst);
-  impl_->Reindex(instance, inst);
+  if (!inst.snapshot.sessions_delta) {
+    impl_->Reindex(instance, inst);
+    inst.wants_full = false;
+  } else {
+    impl_->ApplyDelta(instance, inst);
+  }
   // The overlay keeps only forwards the snapshot could not have seen.
   const auto i = static_cast<std::size_t>(instance);
   while (!inst.overlay.empty() && inst.overlay.front().at <= inst.snapshot_at) {
@@ -359,6 +399,10 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   im.lease_expiry.emplace_back(e.lease.expires, e.lease.id);
   ++inst.live_leases;
   ++counters_.leases_installed;
+}
+
+bool Router::WantsFullSnapshot(std::int32_t instance) const {
+  return impl_->instances[static_cast<std::size_t>(instance)].wants_full;
 }
 
 std::int32_t Router::LeaseOf(std::string_view session_id, TimePoint now) const {

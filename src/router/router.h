@@ -105,6 +105,10 @@ class Router {
   // A heartbeat's snapshot. Replaces the previous one; the overlay keeps
   // only what happened after it was taken.
   void OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, TimePoint now);
+  // Whether the instance's next snapshot must list all its sessions (none
+  // received yet, or a delta arrived that did not follow the last one);
+  // otherwise a delta snapshot (InstanceTelemetry::sessions_delta) will do.
+  bool WantsFullSnapshot(std::int32_t instance) const;
   // The result of a health check.
   void SetHealthy(std::int32_t instance, bool healthy);
 

@@ -225,7 +225,7 @@ class Driver final : public InstanceEvents {
   void Heartbeat() {
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       InstanceTelemetry t;
-      instances_[i]->Snapshot(now_, t);
+      instances_[i]->Snapshot(now_, t, !router_->WantsFullSnapshot(static_cast<std::int32_t>(i)));
       router_->OnTelemetry(static_cast<std::int32_t>(i), std::move(t), now_);
     }
     events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kHeartbeat, 0});

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <set>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,7 @@ class Harness : public InstanceEvents {
       now += took;
       first_tokens_this_step_.clear();
       instance_->Commit(now, timing, *this);
+      if (after_step) after_step(*instance_, now);
       if (!pending_label_.empty()) {
         std::string s = pending_label_;
         for (std::size_t i = 0; i < first_tokens_this_step_.size(); ++i) {
@@ -114,6 +118,9 @@ class Harness : public InstanceEvents {
   const std::vector<GatherPlan>& plans() const { return switch_plans_; }
   const std::vector<RoundRecord>& rounds() const { return rounds_; }
   const Instance& instance() const { return *instance_; }
+
+  // Called after every committed step (e.g. to take a snapshot).
+  std::function<void(Instance&, TimePoint)> after_step;
 
  private:
   std::string Name(std::size_t i) const { return calls_[i].session + std::to_string(calls_[i].index); }
@@ -370,6 +377,51 @@ TEST(InstanceTelemetryTest, ReportsMeasuredOverProfiledStepTime) {
   EXPECT_NEAR(t.models[0].prefill_scale, 0.8 + 0.2 * 2.0, 1e-6);
   EXPECT_DOUBLE_EQ(t.models[0].decode_scale, 1.0);
   EXPECT_EQ(t.sessions.at("s").state, KvState::kDevice);
+}
+
+// Delta snapshots, applied one after another, describe the same sessions
+// as full snapshots taken at the same moments: through device hits, host
+// checkpoints, switches that release a model's KV, and host evictions.
+TEST(InstanceTelemetryTest, DeltaSnapshotsAddUpToFullOnes) {
+  using Held = std::map<std::string, std::tuple<std::string, KvState, std::int64_t>>;
+  auto run = [](bool delta) {
+    InstanceConfig c = Cold({"m", "n"}, {.sp = true, .hkvr = true, .d2d_staging = true});
+    c.host_kv_gib_per_rank = 0.0005;  // a few blocks: checkpoints evict one another
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    std::vector<Held> seen;
+    Held held;
+    h.after_step = [&](Instance& inst, TimePoint now) {
+      InstanceTelemetry t;
+      inst.Snapshot(now, t, delta && !seen.empty());
+      if (!t.sessions_delta) held.clear();
+      for (const auto& [id, p] : t.sessions) {
+        if (p.state == KvState::kMissing) held.erase(id);
+        else held[id] = {p.model, p.state, p.tokens};
+      }
+      seen.push_back(held);
+    };
+    std::vector<Harness::Call> calls;
+    for (int k = 0; k < 4; ++k) {
+      const std::string model = k % 2 == 0 ? "m" : "n";
+      for (const char* session : {"a", "b", "c"}) {
+        const std::string sid = std::string(session) + model;
+        calls.push_back({k * 3.0, sid, k / 2, model, 640 + 320 * (k / 2), k >= 2 ? 640 : 0, 4});
+      }
+    }
+    h.Run(calls);
+    return seen;
+  };
+  const std::vector<Held> full = run(false);
+  const std::vector<Held> deltas = run(true);
+  ASSERT_EQ(full.size(), deltas.size());
+  std::set<KvState> states;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    EXPECT_EQ(full[i], deltas[i]) << "after step " << i;
+    for (const auto& [id, p] : full[i]) states.insert(std::get<1>(p));
+  }
+  EXPECT_TRUE(states.contains(KvState::kDevice));
+  EXPECT_TRUE(states.contains(KvState::kHost));
 }
 
 TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {

@@ -1,5 +1,6 @@
 #include "memory/host_kv_registry.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -128,6 +129,57 @@ TEST(HostKvRegistryTest, ModelsDoNotShareBlocks) {
   hkvr.Checkpoint(1, a, 3, 100, 0, AtSeconds(0), kRate);
   EXPECT_EQ(hkvr.Lookup(2, a, AtSeconds(5)), 0);
   EXPECT_EQ(hkvr.Lookup(1, a, AtSeconds(5)), 3);
+}
+
+// An owner's checkpoint with its chain cache must notice that blocks it
+// registered last time were evicted since, and copy them again.
+TEST(HostKvRegistryTest, ACachedCheckpointCopiesAgainWhatWasEvictedSince) {
+  std::vector<PrefixHash> a = Chain(10, 64 * 5);
+  const auto b = Chain(11, 64 * 5);
+  HostKvRegistry hkvr(800);  // 8 blocks of 100 bytes
+  HostKvRegistry::ChainCache cache_a, cache_b;
+  hkvr.Checkpoint(0, a, 5, 100, 0, AtSeconds(0), kRate, 1, &cache_a);
+  hkvr.CompleteCopies(AtSeconds(1));
+  const auto rb = hkvr.Checkpoint(0, b, 5, 100, 0, AtSeconds(1), kRate, 2, &cache_b);
+  ASSERT_EQ(rb.copied_blocks, 5);  // room made by evicting a's two tail blocks
+  EXPECT_THAT(hkvr.dropped_owners(), ::testing::ElementsAre(ChainOwner{1}));
+  EXPECT_EQ(hkvr.Probe(0, a), 3);
+  ExtendSessionChain(a, 64 * 5, 64 * 6, 64, 10, 1);  // a's next call adds a block
+  hkvr.CompleteCopies(AtSeconds(2));
+  const auto ra = hkvr.Checkpoint(0, a, 6, 100, 0, AtSeconds(2), kRate, 1, &cache_a);
+  EXPECT_EQ(ra.present_blocks, 3);
+  EXPECT_EQ(ra.copied_blocks, 3);  // the two evicted ones and the new one
+  EXPECT_EQ(hkvr.Lookup(0, a, AtSeconds(10)), 6);
+}
+
+// A chain that branches off inside the cached one: only the shared head is
+// taken from the cache; the branch is copied.
+TEST(HostKvRegistryTest, ACachedCheckpointFollowsAChainThatBranches) {
+  std::vector<PrefixHash> chain = Chain(12, 64 * 6);
+  HostKvRegistry hkvr(1'000'000);
+  HostKvRegistry::ChainCache cache;
+  hkvr.Checkpoint(0, chain, 6, 100, 0, AtSeconds(0), kRate, 1, &cache);
+  ExtendSessionChain(chain, 64 * 3, 64 * 7, 64, 12, 1);  // reuses 3 blocks, then differs
+  const auto r = hkvr.Checkpoint(0, chain, 7, 100, 0, AtSeconds(1), kRate, 1, &cache);
+  EXPECT_EQ(r.present_blocks, 3);
+  EXPECT_EQ(r.copied_blocks, 4);
+  EXPECT_EQ(hkvr.Lookup(0, chain, AtSeconds(10)), 7);
+}
+
+// A block two owners' chains hold: its eviction may concern anyone.
+TEST(HostKvRegistryTest, DroppingASharedBlockIsReportedForAnyOwner) {
+  const auto shared = Chain(13, 64 * 2);
+  const auto other = Chain(14, 64 * 2);
+  HostKvRegistry hkvr(200);
+  HostKvRegistry::ChainCache c1, c2, c3;
+  hkvr.Checkpoint(0, shared, 2, 100, 0, AtSeconds(0), kRate, 1, &c1);
+  hkvr.Checkpoint(0, shared, 2, 100, 0, AtSeconds(1), kRate, 2, &c2);  // owner 2 finds them present
+  hkvr.CompleteCopies(AtSeconds(1));
+  hkvr.Checkpoint(0, other, 2, 100, 0, AtSeconds(2), kRate, 3, &c3);
+  ASSERT_FALSE(hkvr.IsPublished(0, shared[0]));
+  EXPECT_THAT(hkvr.dropped_owners(), ::testing::ElementsAre(HostKvRegistry::kAnyOwner));
+  hkvr.ClearDroppedOwners();
+  EXPECT_TRUE(hkvr.dropped_owners().empty());
 }
 
 TEST(BlockHashesTest, SessionChainSharesExactlyTheFullPrefixBlocks) {

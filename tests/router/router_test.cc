@@ -144,6 +144,54 @@ TEST_F(RouterTest, MissingPrefixDiscardsTheLease) {
   EXPECT_TRUE(r->Route(Req("t"), AtSeconds(1.6)).lease_hit);
 }
 
+// Delta snapshots name only what changed; a session they do not name keeps
+// its place in the index, and a kMissing entry removes it.
+TEST_F(RouterTest, DeltaSnapshotsUpdateOnlyTheSessionsTheyName) {
+  RouterOptions o;
+  o.policy = RouterPolicy::kPrefixAware;  // follows a held prefix, else the lower index
+  auto r = Make(o);
+  Feed(*r, 2, 0);
+  EXPECT_FALSE(r->WantsFullSnapshot(1));
+  InstanceTelemetry full = Snap(++version_, 0.5);
+  full.sessions["s"] = CachedPrefix{"m", KvState::kDevice, 900};
+  full.sessions["t"] = CachedPrefix{"m", KvState::kHost, 900};
+  r->OnTelemetry(1, full, AtSeconds(0.5));
+  InstanceTelemetry delta = Snap(++version_, 0.6);
+  delta.sessions_delta = true;
+  delta.sessions_base = full.version;
+  delta.sessions["t"] = CachedPrefix{"", KvState::kMissing, 0};
+  r->OnTelemetry(1, delta, AtSeconds(0.6));
+  EXPECT_FALSE(r->WantsFullSnapshot(1));
+  // "s" is still held on instance 1 (not named), "t" no longer.
+  EXPECT_EQ(r->Route(Req("s"), AtSeconds(0.7)).instance, 1);
+  EXPECT_EQ(r->Route(Req("t"), AtSeconds(0.7)).instance, 0);
+}
+
+// A delta that does not follow the last snapshot received (one was lost)
+// cannot be applied: the index keeps the old entries and the router asks
+// for a full snapshot.
+TEST_F(RouterTest, ADeltaThatDoesNotFollowAsksForAFullSnapshot) {
+  RouterOptions o;
+  o.policy = RouterPolicy::kPrefixAware;
+  auto r = Make(o);
+  Feed(*r, 2, 0);
+  InstanceTelemetry full = Snap(++version_, 0.5);
+  full.sessions["s"] = CachedPrefix{"m", KvState::kDevice, 900};
+  r->OnTelemetry(1, full, AtSeconds(0.5));
+  ++version_;  // lost on the way
+  InstanceTelemetry delta = Snap(++version_, 0.7);
+  delta.sessions_delta = true;
+  delta.sessions_base = version_ - 1;
+  delta.sessions["s"] = CachedPrefix{"", KvState::kMissing, 0};
+  r->OnTelemetry(1, delta, AtSeconds(0.7));
+  EXPECT_TRUE(r->WantsFullSnapshot(1));
+  EXPECT_EQ(r->Route(Req("s"), AtSeconds(0.8)).instance, 1);  // not applied
+  r->OnTelemetry(0, Snap(++version_, 0.9), AtSeconds(0.9));
+  r->OnTelemetry(1, Snap(++version_, 0.9), AtSeconds(0.9));  // full, without "s"
+  EXPECT_FALSE(r->WantsFullSnapshot(1));
+  EXPECT_EQ(r->Route(Req("s"), AtSeconds(1.0)).instance, 0);
+}
+
 TEST_F(RouterTest, StaleSnapshotExcludesInstanceFromNewPlacements) {
   RouterOptions o;
   o.stale_after_s = 1.0;
