@@ -724,6 +724,31 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   return true;
 }
 
+bool Instance::ShortenDecode(TimePoint at) {
+  if (!in_flight_ || step_.kind != Step::Kind::kDecode || step_.decode.iterations <= 1) return false;
+  if (config_.pool == Pool::kCold && !config_.ablation.sp) return false;
+  // The same boundary PlanDecode picks for a horizon at `at`.
+  const double step_s = step_.decode.model->DecodeStepSeconds(step_.decode.batch, step_.decode.mean_context_tokens);
+  const double until = std::max(0.0, ToSeconds(at - step_start_));
+  const auto iterations = std::max<std::int64_t>(1, std::llround(std::ceil(until / step_s)));
+  if (iterations >= step_.decode.iterations) return false;
+  step_.decode.iterations = static_cast<std::int32_t>(iterations);
+  return true;
+}
+
+void Instance::SplitDecode(TimePoint first_end, std::int32_t first, InstanceEvents& events) {
+  TALARIA_CHECK(in_flight_ && step_.kind == Step::Kind::kDecode && first >= 1 && first < step_.decode.iterations,
+                "SplitDecode needs a decode step in flight with more iterations");
+  const std::int32_t rest = step_.decode.iterations - first;
+  step_.decode.iterations = first;
+  Commit(first_end, SwitchTiming{}, events);
+  step_.kind = Step::Kind::kDecode;
+  step_.decode.iterations = rest;
+  step_.decode.mean_context_tokens += first;
+  step_start_ = first_end;
+  in_flight_ = true;
+}
+
 void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
   // Switch barrier (invariant 3): the outgoing model's D2H copies drain.
   if (config_.ablation.hkvr) drain = hkvr_.DrainModel(m.id, now) - now;

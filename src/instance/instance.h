@@ -188,6 +188,23 @@ class Instance {
   // seen at the next decode boundary as if stepping one iteration at a time.
   // REQUIRES: no step in flight.
   const Step& Plan(TimePoint now, TimePoint horizon);
+  // Ends the decode step in flight at the first iteration boundary at or
+  // after `at` instead of as planned, so a call that arrived meanwhile is
+  // seen there (what `horizon` does for arrivals known when planning). True
+  // if the step now runs fewer iterations: the caller times it again. False,
+  // changing nothing, when no multi-iteration decode is in flight or this
+  // instance does not admit at decode boundaries (cold without SP).
+  bool ShortenDecode(TimePoint at);
+  // Splits the decode step in flight at a boundary already reached: its
+  // first `first` iterations are committed as ending at `first_end`, and the
+  // rest, unchanged, is the step in flight from there. No call finishes in
+  // the first part (a step never runs past a call's last token), so this
+  // only brings the instance's state up to that boundary, e.g. for a
+  // snapshot. REQUIRES: a decode step in flight with more than `first`.
+  void SplitDecode(TimePoint first_end, std::int32_t first, InstanceEvents& events);
+  // The step in flight (REQUIRES: busy()).
+  const Step& step_in_flight() const { return step_; }
+  TimePoint step_started() const { return step_start_; }
   // The planned step ended at `end` (for a switch, with these phases).
   void Commit(TimePoint end, const SwitchTiming& switch_timing, InstanceEvents& events);
   bool busy() const { return in_flight_; }

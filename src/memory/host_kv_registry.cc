@@ -93,6 +93,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   TimePoint t = std::max(now, d2h_free_at_);
   std::vector<std::int32_t>& to_copy = to_copy_;  // head first: a prefix is only useful from its start
   to_copy.clear();
+  reserved_.clear();
   found_.clear();  // the chain's blocks in chain order, for touching without a second lookup
   std::uint64_t* drops = nullptr;
   if (owner != 0 && cache != nullptr) {
@@ -102,17 +103,21 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     // chain as far as their keys match it (a new call may branch off early).
     if (cache->model_ == model && cache->owner_drops_ == *drops && cache->shared_drops_ == shared_drops_) {
       const auto n = std::min<std::size_t>(cache->blocks_.size(), static_cast<std::size_t>(blocks));
-      for (std::size_t i = 0; i < n && (*cache->blocks_[i]->lru)->first.hash == chain[i]; ++i) {
-        found_.push_back(cache->blocks_[i]);
-        ++r.present_blocks;
-      }
+      const auto same = static_cast<std::size_t>(
+          std::mismatch(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(n), cache->hashes_.begin()).first -
+          chain.begin());
+      found_.assign(cache->blocks_.begin(), cache->blocks_.begin() + static_cast<std::ptrdiff_t>(same));
+      r.present_blocks = static_cast<std::int32_t>(same);
     }
     cache->blocks_.clear();
+    cache->hashes_.clear();
   }
   for (auto i = static_cast<std::int32_t>(found_.size()); i < blocks; ++i) {
     const Key key{model, chain[static_cast<std::size_t>(i)]};
-    auto it = blocks_.find(key);
-    if (it != blocks_.end()) {
+    // One hash lookup either way: a new key is reserved now (unindexed, so
+    // invisible to lookups and to eviction) and filled in once it has room.
+    auto [it, inserted] = blocks_.try_emplace(key);
+    if (!inserted) {
       // Registered, or evicted but still held by a DMA pin: index it again.
       if (!it->second.indexed) {
         it->second.indexed = true;
@@ -123,28 +128,35 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
       ++r.present_blocks;
       found_.push_back(&it->second);
     } else {
+      it->second.indexed = false;
       to_copy.push_back(i);
+      reserved_.push_back(&*it);
       found_.push_back(nullptr);
     }
   }
   // The chain's registered blocks become most recent before making room, so
   // the eviction below never trims the chain being extended.
   std::int64_t new_bytes = static_cast<std::int64_t>(to_copy.size()) * block_bytes + tail_bytes;
+  // Evicting other owners' blocks leaves found_ intact; a drop of one of the
+  // owner's own or of a shared block (owner 0: any block) may not.
+  const std::uint64_t own_drops_before = drops != nullptr ? *drops : 0;
+  const std::uint64_t shared_drops_before = shared_drops_;
   const std::int64_t evicted_before = evicted_;
   if (used_ + new_bytes > capacity_) TouchFound();
-  for (std::int32_t i : to_copy) {
+  for (std::size_t k = 0; k < to_copy.size(); ++k) {
+    const std::int32_t i = to_copy[k];
     const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
     if (!MakeRoom(bytes)) {
-      r.missed_blocks = static_cast<std::int32_t>(to_copy.end() - std::find(to_copy.begin(), to_copy.end(), i));
+      r.missed_blocks = static_cast<std::int32_t>(to_copy.size() - k);
+      for (std::size_t j = k; j < reserved_.size(); ++j) blocks_.erase(reserved_[j]->first);
       break;
     }
-    const Key key{model, chain[static_cast<std::size_t>(i)]};
     t += FromSeconds(static_cast<double>(bytes) / d2h_bytes_per_s);
-    Block b;
-    b.bytes = bytes;
-    b.copy_done_at = t;
-    b.owner = owner;
-    Entry& e = *blocks_.emplace(key, b).first;
+    Entry& e = *reserved_[k];
+    e.second.bytes = bytes;
+    e.second.copy_done_at = t;
+    e.second.owner = owner;
+    e.second.indexed = true;
     e.second.lru = lru_.insert(lru_.end(), &e);
     found_[static_cast<std::size_t>(i)] = &e.second;
     in_flight_.push_back(&e);
@@ -152,10 +164,14 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     r.bytes += bytes;
     ++r.copied_blocks;
   }
-  if (evicted_ == evicted_before && r.missed_blocks == 0) {
-    TouchFound();  // nothing was dropped: every recorded block is still there
+  const bool found_intact = drops != nullptr
+                                ? *drops == own_drops_before && shared_drops_ == shared_drops_before
+                                : evicted_ == evicted_before;
+  if (found_intact && r.missed_blocks == 0) {
+    TouchFound();  // none of the recorded blocks was dropped
     if (drops != nullptr) {
       cache->blocks_.assign(found_.begin(), found_.end());
+      cache->hashes_.assign(chain.begin(), chain.begin() + blocks);
       cache->model_ = model;
       cache->owner_drops_ = *drops;
       cache->shared_drops_ = shared_drops_;

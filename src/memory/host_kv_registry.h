@@ -64,11 +64,15 @@ class HostKvRegistry {
   // longer holds is ignored. Opaque to callers.
   class ChainCache {
    public:
-    void Clear() { blocks_.clear(); }
+    void Clear() {
+      blocks_.clear();
+      hashes_.clear();
+    }
 
    private:
     friend class HostKvRegistry;
-    std::vector<Block*> blocks_;  // the chain's leading registered blocks
+    std::vector<Block*> blocks_;      // the chain's leading registered blocks
+    std::vector<PrefixHash> hashes_;  // their keys, in the same order
     ModelId model_ = -1;
     std::uint64_t owner_drops_ = 0;
     std::uint64_t shared_drops_ = 0;
@@ -183,6 +187,7 @@ class HostKvRegistry {
   std::vector<ChainOwner> dropped_owners_;
   // Scratch for one call (kept to avoid allocating per checkpoint/lookup).
   std::vector<std::int32_t> to_copy_;
+  std::vector<Entry*> reserved_;     // to_copy_'s keys, reserved in blocks_
   std::vector<Block*> found_;        // element pointers stay valid until an erase
 };
 

@@ -36,7 +36,8 @@ struct CallRun {
 enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake, kHeartbeat };
 struct Event {
   EventKind kind;
-  std::int32_t index;  // trace call index, or instance index
+  std::int32_t index;       // trace call index, or instance index
+  std::uint32_t step = 0;   // kStepDone: which step of the instance (a shortened step's first end is void)
 };
 
 class Driver final : public InstanceEvents {
@@ -52,6 +53,7 @@ class Driver final : public InstanceEvents {
     }
     block_tokens_ = cluster.instances.front().block_tokens;
     pending_timing_.resize(instances_.size());
+    step_seq_.resize(instances_.size());
     for (const auto& s : GroupSessions(trace)) {
       SessionRun run;
       run.calls = s.calls;
@@ -103,7 +105,7 @@ class Driver final : public InstanceEvents {
         Kick(e.payload.index);
       } else if (e.payload.kind == EventKind::kHeartbeat) {
         if (result_.calls_completed + result_.rejected < result_.calls_total) Heartbeat();
-      } else {
+      } else if (e.payload.step == step_seq_[static_cast<std::size_t>(e.payload.index)]) {
         Instance& inst = *instances_[static_cast<std::size_t>(e.payload.index)];
         inst.Commit(now_, pending_timing_[static_cast<std::size_t>(e.payload.index)], *this);
         Kick(e.payload.index);
@@ -224,6 +226,7 @@ class Driver final : public InstanceEvents {
 
   void Heartbeat() {
     for (std::size_t i = 0; i < instances_.size(); ++i) {
+      CatchUp(static_cast<std::int32_t>(i));
       InstanceTelemetry t;
       instances_[i]->Snapshot(now_, t, !router_->WantsFullSnapshot(static_cast<std::int32_t>(i)));
       router_->OnTelemetry(static_cast<std::int32_t>(i), std::move(t), now_);
@@ -312,13 +315,44 @@ class Driver final : public InstanceEvents {
     req.chain = s.chain;
     run.instance = d.instance;
     inst.Enqueue(req, now_);
+    Interrupt(run.instance);
     Kick(run.instance);
+  }
+
+  // A snapshot sees an instance as of its last decode boundary, as a real
+  // one would: a long decode step in flight is split at the last boundary
+  // before now, its first part committed there.
+  void CatchUp(std::int32_t index) {
+    Instance& inst = *instances_[static_cast<std::size_t>(index)];
+    if (!inst.busy() || inst.step_in_flight().kind != Instance::Step::Kind::kDecode) return;
+    DecodeStep part = inst.step_in_flight().decode;
+    const TimePoint start = inst.step_started();
+    const double step_s = part.model->DecodeStepSeconds(part.batch, part.mean_context_tokens);
+    part.iterations = static_cast<std::int32_t>(
+        std::min<double>(part.iterations - 1, std::floor(ToSeconds(now_ - start) / step_s)));
+    while (part.iterations >= 1 && start + engine_.Decode(part) > now_) --part.iterations;
+    if (part.iterations < 1) return;
+    inst.SplitDecode(start + engine_.Decode(part), part.iterations, *this);
+    const TimePoint end = std::max(now_, inst.step_started() + engine_.Decode(inst.step_in_flight().decode));
+    events_.Push(end, Event{EventKind::kStepDone, index, ++step_seq_[static_cast<std::size_t>(index)]});
+  }
+
+  // An instance decoding several iterations in one step sees what happened
+  // at the next iteration boundary: the step is shortened and timed again,
+  // and its first completion event voided. Only the instance concerned is
+  // touched, so a step's length does not shrink with the cluster's size.
+  void Interrupt(std::int32_t index) {
+    Instance& inst = *instances_[static_cast<std::size_t>(index)];
+    if (!inst.busy() || !inst.ShortenDecode(now_)) return;
+    const TimePoint end = std::max(now_, inst.step_started() + engine_.Decode(inst.step_in_flight().decode));
+    events_.Push(end, Event{EventKind::kStepDone, index, ++step_seq_[static_cast<std::size_t>(index)]});
   }
 
   void Kick(std::int32_t index) {
     Instance& inst = *instances_[static_cast<std::size_t>(index)];
     if (inst.busy()) return;
-    const Instance::Step& step = inst.Plan(now_, events_.NextTime());
+    // No horizon: arrivals and heartbeats interrupt a long decode (Interrupt).
+    const Instance::Step& step = inst.Plan(now_, TimePoint::max());
     Duration took{};
     SwitchTiming& timing = pending_timing_[static_cast<std::size_t>(index)];
     timing = SwitchTiming{};
@@ -340,7 +374,7 @@ class Driver final : public InstanceEvents {
         took = FromSeconds(timing.total_s());
         break;
     }
-    events_.Push(now_ + took, Event{EventKind::kStepDone, index});
+    events_.Push(now_ + took, Event{EventKind::kStepDone, index, ++step_seq_[static_cast<std::size_t>(index)]});
   }
 
   const Trace& trace_;
@@ -348,6 +382,7 @@ class Driver final : public InstanceEvents {
   ReplayResult& result_;
   std::vector<std::unique_ptr<Instance>> instances_;
   std::vector<SwitchTiming> pending_timing_;
+  std::vector<std::uint32_t> step_seq_;  // per instance: the step whose end is awaited
   std::vector<SessionRun> sessions_;
   std::vector<CallRun> calls_;
   EventQueue<Event> events_;
