@@ -97,6 +97,12 @@ struct Instance::Session {
 
 namespace {
 
+// Decode iterations of `step_s` each until the first boundary at or after
+// `seconds` from the step's start (at least one).
+std::int64_t IterationsCovering(double seconds, double step_s) {
+  return std::max<std::int64_t>(1, std::llround(std::ceil(std::max(0.0, seconds) / step_s)));
+}
+
 HbmLayout::Options LayoutOptions(const InstanceConfig& c, double hbm_gib) {
   HbmLayout::Options o;
   o.arena_bytes = static_cast<std::int64_t>(c.bump_fraction * hbm_gib * static_cast<double>(kGiB));
@@ -716,8 +722,7 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   }
   const bool admits_at_boundaries = !cold || config_.ablation.sp;
   if (admits_at_boundaries && horizon != kNever) {
-    const double until = std::max(0.0, ToSeconds(horizon - now));
-    iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>(1, std::llround(std::ceil(until / step_s))));
+    iterations = std::min<std::int64_t>(iterations, IterationsCovering(ToSeconds(horizon - now), step_s));
   }
   step_.kind = Step::Kind::kDecode;
   step_.decode = DecodeStep{m.profile, batch, mean_context, static_cast<std::int32_t>(iterations), decode_seqs_};
@@ -729,8 +734,7 @@ bool Instance::ShortenDecode(TimePoint at) {
   if (config_.pool == Pool::kCold && !config_.ablation.sp) return false;
   // The same boundary PlanDecode picks for a horizon at `at`.
   const double step_s = step_.decode.model->DecodeStepSeconds(step_.decode.batch, step_.decode.mean_context_tokens);
-  const double until = std::max(0.0, ToSeconds(at - step_start_));
-  const auto iterations = std::max<std::int64_t>(1, std::llround(std::ceil(until / step_s)));
+  const std::int64_t iterations = IterationsCovering(ToSeconds(at - step_start_), step_s);
   if (iterations >= step_.decode.iterations) return false;
   step_.decode.iterations = static_cast<std::int32_t>(iterations);
   return true;

@@ -333,8 +333,7 @@ class Driver final : public InstanceEvents {
     while (part.iterations >= 1 && start + engine_.Decode(part) > now_) --part.iterations;
     if (part.iterations < 1) return;
     inst.SplitDecode(start + engine_.Decode(part), part.iterations, *this);
-    const TimePoint end = std::max(now_, inst.step_started() + engine_.Decode(inst.step_in_flight().decode));
-    events_.Push(end, Event{EventKind::kStepDone, index, ++step_seq_[static_cast<std::size_t>(index)]});
+    Retime(index);
   }
 
   // An instance decoding several iterations in one step sees what happened
@@ -343,7 +342,12 @@ class Driver final : public InstanceEvents {
   // touched, so a step's length does not shrink with the cluster's size.
   void Interrupt(std::int32_t index) {
     Instance& inst = *instances_[static_cast<std::size_t>(index)];
-    if (!inst.busy() || !inst.ShortenDecode(now_)) return;
+    if (inst.busy() && inst.ShortenDecode(now_)) Retime(index);
+  }
+
+  // The decode step in flight changed: a new end event, the old one void.
+  void Retime(std::int32_t index) {
+    const Instance& inst = *instances_[static_cast<std::size_t>(index)];
     const TimePoint end = std::max(now_, inst.step_started() + engine_.Decode(inst.step_in_flight().decode));
     events_.Push(end, Event{EventKind::kStepDone, index, ++step_seq_[static_cast<std::size_t>(index)]});
   }
@@ -351,7 +355,7 @@ class Driver final : public InstanceEvents {
   void Kick(std::int32_t index) {
     Instance& inst = *instances_[static_cast<std::size_t>(index)];
     if (inst.busy()) return;
-    // No horizon: arrivals and heartbeats interrupt a long decode (Interrupt).
+    // No horizon: arrivals (Interrupt) and heartbeats (CatchUp) cut a long decode.
     const Instance::Step& step = inst.Plan(now_, TimePoint::max());
     Duration took{};
     SwitchTiming& timing = pending_timing_[static_cast<std::size_t>(index)];
