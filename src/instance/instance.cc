@@ -87,7 +87,6 @@ struct Instance::Session {
   // while its checkpoint's copies are in flight.
   TimePoint checkpoint_done;
   std::int32_t host_blocks = -1;
-  HostKvRegistry::ChainCache hkvr_cache;
   // What the last snapshot said of it, and whether that may be out of date.
   KvState reported = KvState::kMissing;
   std::int32_t reported_model = -1;
@@ -843,7 +842,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   if (config_.ablation.hkvr) {
     const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
-                                         m.profile->h2d_bytes_per_s, s.owner, &s.hkvr_cache);
+                                         m.profile->h2d_bytes_per_s, s.owner);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
     s.checkpoint_done = result.done;
     s.host_blocks = -1;  // recompute at the next snapshot
@@ -1019,7 +1018,6 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
       if (!s.busy && s.blocks.empty() && ToSeconds(now - s.last_use) > kSessionIdleS) {
         if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
         by_owner_.erase(s.owner);
-        hkvr_.ForgetOwner(s.owner);
         it = sessions_.erase(it);
         continue;
       }

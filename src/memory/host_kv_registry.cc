@@ -26,158 +26,135 @@ std::size_t HostKvRegistry::KeyHash::operator()(const Key& k) const noexcept {
   return static_cast<std::size_t>(Mix64(k.hash ^ Mix64(static_cast<std::uint64_t>(k.model))));
 }
 
-void HostKvRegistry::Touch(Block& b) {
-  if (b.indexed) lru_.splice(lru_.end(), lru_, b.lru);  // no allocation
+std::int32_t HostKvRegistry::Segment::pinned() const {
+  return pins.empty() ? 0 : *std::max_element(pins.begin(), pins.end());
 }
 
-void HostKvRegistry::TouchChain(ModelId model, std::span<const PrefixHash> chain,
-                                std::int32_t blocks) {
-  // Tail first, so the chain's head ends up most recently used.
-  for (std::int32_t i = blocks - 1; i >= 0; --i) {
-    if (auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]}); it != blocks_.end()) {
-      Touch(it->second);
-    }
-  }
-}
-
-void HostKvRegistry::TouchFound() {
-  for (auto b = found_.rbegin(); b != found_.rend(); ++b) {
-    if (*b != nullptr) Touch(**b);  // null: a block not registered yet
-  }
-}
-
-void HostKvRegistry::Drop(std::unordered_map<Key, Block, KeyHash>::iterator it) {
-  Block& b = it->second;
-  if (b.indexed) {
-    lru_.erase(b.lru);
-    b.indexed = false;  // no longer visible to lookups
-    ++version_;
-    // Chain caches that may hold this block stop holding.
-    ChainOwner logged = kAnyOwner;
-    if (b.shared || b.owner == 0) {
-      ++shared_drops_;
+std::int32_t HostKvRegistry::Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
+                                  std::vector<Match>& out) const {
+  out.clear();
+  limit = std::min<std::int32_t>(limit, static_cast<std::int32_t>(chain.size()));
+  std::int32_t pos = 0;
+  while (pos < limit) {
+    auto it = segments_.find(Key{model, chain[static_cast<std::size_t>(pos)]});
+    if (it == segments_.end()) break;
+    Segment& s = const_cast<Segment&>(it->second);
+    const std::int32_t n = std::min(s.size(), limit - pos);
+    const auto from = chain.begin() + pos;
+    // Hashes are cumulative: equal at block k means equal up to k, so the
+    // matched blocks are a prefix and the boundary is found by bisection.
+    std::int32_t m = 0;
+    if (s.hashes[static_cast<std::size_t>(n - 1)] == from[n - 1]) {
+      m = n;
     } else {
-      if (auto d = owner_drops_.find(b.owner); d != owner_drops_.end()) ++d->second;
-      logged = b.owner;
+      std::int32_t lo = 1, hi = n - 1;  // the first block matches (the key); block n-1 does not
+      while (lo < hi) {
+        const std::int32_t mid = lo + (hi - lo) / 2;
+        if (s.hashes[static_cast<std::size_t>(mid)] == from[mid]) lo = mid + 1;
+        else hi = mid;
+      }
+      m = lo;
     }
-    if (dropped_owners_.size() >= kDroppedOwnersCap) dropped_owners_.assign(1, kAnyOwner);
-    if (dropped_owners_.empty() || dropped_owners_.back() != logged) dropped_owners_.push_back(logged);
+    out.push_back(Match{&s, pos, m});
+    pos += m;  // a partial match continues in the branch that starts here, if any
   }
-  if (b.dma_pins == 0 && b.copy_done) {
-    used_ -= b.bytes;
-    blocks_.erase(it);
+  return pos;
+}
+
+void HostKvRegistry::Touch(Segment& s) { lru_.splice(lru_.end(), lru_, s.lru); }
+
+void HostKvRegistry::TouchMatches() {
+  for (auto m = walk_.rbegin(); m != walk_.rend(); ++m) Touch(*m->segment);  // tail first
+}
+
+void HostKvRegistry::LogDrop(const Segment& s) {
+  const ChainOwner logged = s.shared || s.owner == 0 ? kAnyOwner : s.owner;
+  if (dropped_owners_.size() >= kDroppedOwnersCap) dropped_owners_.assign(1, kAnyOwner);
+  if (dropped_owners_.empty() || dropped_owners_.back() != logged) dropped_owners_.push_back(logged);
+}
+
+void HostKvRegistry::TrimTail(Segment& s) {
+  used_ -= s.block_bytes + s.tail_bytes;
+  s.tail_bytes = 0;
+  s.hashes.pop_back();
+  s.done_at.pop_back();
+  s.published = std::min(s.published, s.size());
+  ++evicted_;
+  ++version_;
+  LogDrop(s);
+  if (s.hashes.empty()) {
+    lru_.erase(s.lru);
+    segments_.erase(Key{s.model, s.first});
   }
-  // Otherwise the bytes stay until the copy completes or the pin goes.
 }
 
 bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
-  auto it = lru_.begin();
-  while (used_ + bytes > capacity_ && it != lru_.end()) {
-    Block& b = (*it)->second;
-    const Key key = (*it)->first;
-    ++it;
-    if (b.dma_pins > 0 || !b.copy_done) continue;  // invariant 1: in use by a DMA
-    auto block = blocks_.find(key);
-    ++evicted_;
-    Drop(block);
+  for (auto it = lru_.begin(); used_ + bytes > capacity_ && it != lru_.end();) {
+    Segment& s = **it;
+    ++it;  // TrimTail may erase s
+    // Invariant 1: only published blocks past every pinned prefix go.
+    const std::int32_t keep = s.pinned();
+    while (used_ + bytes > capacity_ && s.size() > keep && s.published == s.size()) {
+      const bool last = s.size() == 1;
+      TrimTail(s);
+      if (last) break;
+    }
   }
   return used_ + bytes <= capacity_;
 }
 
 HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks, std::int64_t block_bytes,
-    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s, ChainOwner owner, ChainCache* cache) {
+    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s, ChainOwner owner) {
   CheckpointResult r;
-  r.done = now;
   blocks = std::min<std::int32_t>(blocks, static_cast<std::int32_t>(chain.size()));
   TimePoint t = std::max(now, d2h_free_at_);
-  std::vector<std::int32_t>& to_copy = to_copy_;  // head first: a prefix is only useful from its start
-  to_copy.clear();
-  reserved_.clear();
-  found_.clear();  // the chain's blocks in chain order, for touching without a second lookup
-  std::uint64_t* drops = nullptr;
-  if (owner != 0 && cache != nullptr) {
-    drops = &owner_drops_[owner];
-    // The blocks the owner's last checkpoint registered are still indexed if
-    // none of its own or shared blocks was dropped since; they stand for the
-    // chain as far as their keys match it (a new call may branch off early).
-    if (cache->model_ == model && cache->owner_drops_ == *drops && cache->shared_drops_ == shared_drops_) {
-      const auto n = std::min<std::size_t>(cache->blocks_.size(), static_cast<std::size_t>(blocks));
-      const auto same = static_cast<std::size_t>(
-          std::mismatch(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(n), cache->hashes_.begin()).first -
-          chain.begin());
-      found_.assign(cache->blocks_.begin(), cache->blocks_.begin() + static_cast<std::ptrdiff_t>(same));
-      r.present_blocks = static_cast<std::int32_t>(same);
-    }
-    cache->blocks_.clear();
-    cache->hashes_.clear();
+  const std::int32_t present = Walk(model, chain, blocks, walk_);
+  for (const Match& m : walk_) {
+    if (m.segment->owner != owner) m.segment->shared = true;
   }
-  for (auto i = static_cast<std::int32_t>(found_.size()); i < blocks; ++i) {
-    const Key key{model, chain[static_cast<std::size_t>(i)]};
-    // One hash lookup either way: a new key is reserved now (unindexed, so
-    // invisible to lookups and to eviction) and filled in once it has room.
-    auto [it, inserted] = blocks_.try_emplace(key);
-    if (!inserted) {
-      // Registered, or evicted but still held by a DMA pin: index it again.
-      if (!it->second.indexed) {
-        it->second.indexed = true;
-        it->second.lru = lru_.insert(lru_.end(), &*it);
-        ++version_;
-      }
-      if (it->second.owner != owner) it->second.shared = true;
-      ++r.present_blocks;
-      found_.push_back(&it->second);
-    } else {
-      it->second.indexed = false;
-      to_copy.push_back(i);
-      reserved_.push_back(&*it);
-      found_.push_back(nullptr);
-    }
-  }
+  r.present_blocks = present;
   // The chain's registered blocks become most recent before making room, so
-  // the eviction below never trims the chain being extended.
-  std::int64_t new_bytes = static_cast<std::int64_t>(to_copy.size()) * block_bytes + tail_bytes;
-  // Evicting other owners' blocks leaves found_ intact; a drop of one of the
-  // owner's own or of a shared block (owner 0: any block) may not.
-  const std::uint64_t own_drops_before = drops != nullptr ? *drops : 0;
-  const std::uint64_t shared_drops_before = shared_drops_;
-  const std::int64_t evicted_before = evicted_;
-  if (used_ + new_bytes > capacity_) TouchFound();
-  for (std::size_t k = 0; k < to_copy.size(); ++k) {
-    const std::int32_t i = to_copy[k];
-    const std::int64_t bytes = block_bytes + (i == blocks - 1 ? tail_bytes : 0);
-    if (!MakeRoom(bytes)) {
-      r.missed_blocks = static_cast<std::int32_t>(to_copy.size() - k);
-      for (std::size_t j = k; j < reserved_.size(); ++j) blocks_.erase(reserved_[j]->first);
-      break;
+  // the eviction below trims other chains first.
+  TouchMatches();
+  std::int32_t n = blocks - present;
+  if (n > 0) {
+    const std::int64_t evicted_before = evicted_;
+    bool with_tail = true;
+    if (!MakeRoom(static_cast<std::int64_t>(n) * block_bytes + tail_bytes)) {
+      // Only part fits (everything evictable is gone): register what does.
+      const std::int64_t room = std::max<std::int64_t>(0, capacity_ - used_);
+      const auto fit = static_cast<std::int32_t>(std::min<std::int64_t>(n - 1, room / block_bytes));
+      r.missed_blocks = n - fit;
+      n = fit;
+      with_tail = false;
     }
-    t += FromSeconds(static_cast<double>(bytes) / d2h_bytes_per_s);
-    Entry& e = *reserved_[k];
-    e.second.bytes = bytes;
-    e.second.copy_done_at = t;
-    e.second.owner = owner;
-    e.second.indexed = true;
-    e.second.lru = lru_.insert(lru_.end(), &e);
-    found_[static_cast<std::size_t>(i)] = &e.second;
-    in_flight_.push_back(&e);
-    used_ += bytes;
-    r.bytes += bytes;
-    ++r.copied_blocks;
-  }
-  const bool found_intact = drops != nullptr
-                                ? *drops == own_drops_before && shared_drops_ == shared_drops_before
-                                : evicted_ == evicted_before;
-  if (found_intact && r.missed_blocks == 0) {
-    TouchFound();  // none of the recorded blocks was dropped
-    if (drops != nullptr) {
-      cache->blocks_.assign(found_.begin(), found_.end());
-      cache->hashes_.assign(chain.begin(), chain.begin() + blocks);
-      cache->model_ = model;
-      cache->owner_drops_ = *drops;
-      cache->shared_drops_ = shared_drops_;
+    if (n > 0) {
+      const auto from = chain.begin() + present;
+      auto [it, inserted] = segments_.try_emplace(Key{model, *from});
+      TALARIA_CHECK(inserted, "a chain walk stopped at a block that starts a segment");
+      Segment& s = it->second;
+      s.model = model;
+      s.first = *from;
+      s.hashes.assign(from, from + n);
+      s.done_at.resize(static_cast<std::size_t>(n));
+      s.block_bytes = block_bytes;
+      s.tail_bytes = with_tail ? tail_bytes : 0;
+      s.owner = owner;
+      for (std::int32_t i = 0; i < n; ++i) {
+        const std::int64_t bytes = block_bytes + (i == n - 1 ? s.tail_bytes : 0);
+        t += FromSeconds(static_cast<double>(bytes) / d2h_bytes_per_s);
+        s.done_at[static_cast<std::size_t>(i)] = t;
+        r.bytes += bytes;
+      }
+      used_ += r.bytes;
+      r.copied_blocks = n;
+      s.lru = lru_.insert(lru_.end(), &s);
+      in_flight_.push_back(&s);
     }
-  } else {
-    TouchChain(model, chain, blocks);  // the recorded blocks may be gone: look them up again
+    // Head most recent: walk again if eviction may have removed what was matched.
+    if (evicted_ != evicted_before) Walk(model, chain, present, walk_);
+    TouchMatches();
   }
   d2h_free_at_ = t;
   r.done = t;
@@ -186,23 +163,26 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
 
 void HostKvRegistry::CompleteCopies(TimePoint now) {
   // Copies run one after another, so in_flight_ is in completion order.
-  while (!in_flight_.empty() && in_flight_.front()->second.copy_done_at <= now) {
-    Entry& e = *in_flight_.front();
+  while (!in_flight_.empty()) {
+    Segment& s = *in_flight_.front();
+    std::int32_t p = s.published;
+    while (p < s.size() && s.done_at[static_cast<std::size_t>(p)] <= now) ++p;
+    if (p != s.published) {
+      s.published = p;
+      ++version_;
+    }
+    if (p < s.size()) break;
     in_flight_.pop_front();
-    e.second.copy_done = true;
-    ++version_;
-    if (!e.second.indexed) Drop(blocks_.find(e.first));  // evicted while copying: free now
   }
 }
 
 TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
   TimePoint done = now;
-  std::erase_if(in_flight_, [&](Entry* e) {
-    if (e->first.model != model) return false;
-    done = std::max(done, e->second.copy_done_at);
-    e->second.copy_done = true;
+  std::erase_if(in_flight_, [&](Segment* s) {
+    if (s->model != model) return false;
+    done = std::max(done, s->done_at.back());
+    s->published = s->size();
     ++version_;
-    if (!e->second.indexed) Drop(blocks_.find(e->first));
     return true;
   });
   return done;
@@ -210,57 +190,67 @@ TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
 
 std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now) {
   CompleteCopies(now);
-  found_.clear();
-  for (PrefixHash h : chain) {
-    auto it = blocks_.find(Key{model, h});
-    if (it == blocks_.end() || !it->second.indexed || !it->second.copy_done) break;
-    found_.push_back(&it->second);
+  Walk(model, chain, static_cast<std::int32_t>(chain.size()), walk_);
+  std::int32_t found = 0;
+  std::size_t used = 0;
+  for (const Match& m : walk_) {
+    const std::int32_t published = std::min(m.blocks, m.segment->published);
+    if (published == 0) break;
+    found += published;
+    ++used;
+    if (published < m.blocks) break;
   }
-  TouchFound();
-  return static_cast<std::int32_t>(found_.size());
+  walk_.resize(used);
+  TouchMatches();
+  return found;
 }
 
 std::int32_t HostKvRegistry::Probe(ModelId model, std::span<const PrefixHash> chain) const {
-  // A chain's published blocks form a prefix: copies complete head first and
-  // eviction trims tails first. So binary-search the boundary: O(log n).
-  auto published = [&](std::size_t i) {
-    auto it = blocks_.find(Key{model, chain[i]});
-    return it != blocks_.end() && it->second.indexed && it->second.copy_done;
-  };
-  std::size_t lo = 0, hi = chain.size();  // answer in [lo, hi]
-  while (lo < hi) {
-    const std::size_t mid = lo + (hi - lo + 1) / 2;
-    if (published(mid - 1)) lo = mid;
-    else hi = mid - 1;
+  Walk(model, chain, static_cast<std::int32_t>(chain.size()), walk_);
+  std::int32_t found = 0;
+  for (const Match& m : walk_) {
+    const std::int32_t published = std::min(m.blocks, m.segment->published);
+    found += published;
+    if (published < m.blocks) break;
   }
-  return static_cast<std::int32_t>(lo);
+  return found;
 }
 
 void HostKvRegistry::Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
-  for (std::int32_t i = 0; i < blocks; ++i) {
-    auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]});
-    TALARIA_CHECK(it != blocks_.end(), "pinning a block the registry does not hold");
-    ++it->second.dma_pins;
-  }
+  TALARIA_CHECK(Walk(model, chain, blocks, walk_) == blocks, "pinning a block the registry does not hold");
+  for (const Match& m : walk_) m.segment->pins.push_back(m.blocks);
 }
 
 void HostKvRegistry::Unpin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
-  for (std::int32_t i = 0; i < blocks; ++i) {
-    auto it = blocks_.find(Key{model, chain[static_cast<std::size_t>(i)]});
-    TALARIA_CHECK(it != blocks_.end() && it->second.dma_pins > 0, "unpinning a block that is not pinned");
-    if (--it->second.dma_pins == 0 && !it->second.indexed) Drop(it);
+  TALARIA_CHECK(Walk(model, chain, blocks, walk_) == blocks, "unpinning a block the registry does not hold");
+  for (const Match& m : walk_) {
+    auto& pins = m.segment->pins;
+    auto it = std::find(pins.begin(), pins.end(), m.blocks);
+    TALARIA_CHECK(it != pins.end(), "unpinning a block that is not pinned");
+    pins.erase(it);
   }
 }
 
-std::size_t HostKvRegistry::outstanding_copies() const { return in_flight_.size(); }
+std::size_t HostKvRegistry::outstanding_copies() const {
+  std::size_t n = 0;
+  for (const Segment* s : in_flight_) n += static_cast<std::size_t>(s->size() - s->published);
+  return n;
+}
 
 bool HostKvRegistry::IsPublished(ModelId model, PrefixHash hash) const {
-  auto it = blocks_.find(Key{model, hash});
-  return it != blocks_.end() && it->second.indexed && it->second.copy_done;
+  for (const auto& [key, s] : segments_) {
+    if (key.model != model) continue;
+    auto it = std::find(s.hashes.begin(), s.hashes.end(), hash);
+    if (it != s.hashes.end()) return it - s.hashes.begin() < s.published;
+  }
+  return false;
 }
 
 bool HostKvRegistry::HoldsBytes(ModelId model, PrefixHash hash) const {
-  return blocks_.contains(Key{model, hash});
+  for (const auto& [key, s] : segments_) {
+    if (key.model == model && std::find(s.hashes.begin(), s.hashes.end(), hash) != s.hashes.end()) return true;
+  }
+  return false;
 }
 
 }  // namespace talaria

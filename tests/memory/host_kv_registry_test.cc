@@ -131,39 +131,41 @@ TEST(HostKvRegistryTest, ModelsDoNotShareBlocks) {
   EXPECT_EQ(hkvr.Lookup(1, a, AtSeconds(5)), 3);
 }
 
-// An owner's checkpoint with its chain cache must notice that blocks it
-// registered last time were evicted since, and copy them again.
-TEST(HostKvRegistryTest, ACachedCheckpointCopiesAgainWhatWasEvictedSince) {
+// A chain whose tail was evicted is checkpointed again: the evicted blocks
+// are copied again, and the owner whose blocks went is reported.
+TEST(HostKvRegistryTest, ACheckpointCopiesAgainWhatWasEvictedSince) {
   std::vector<PrefixHash> a = Chain(10, 64 * 5);
   const auto b = Chain(11, 64 * 5);
   HostKvRegistry hkvr(800);  // 8 blocks of 100 bytes
-  HostKvRegistry::ChainCache cache_a, cache_b;
-  hkvr.Checkpoint(0, a, 5, 100, 0, AtSeconds(0), kRate, 1, &cache_a);
+  hkvr.Checkpoint(0, a, 5, 100, 0, AtSeconds(0), kRate, 1);
   hkvr.CompleteCopies(AtSeconds(1));
-  const auto rb = hkvr.Checkpoint(0, b, 5, 100, 0, AtSeconds(1), kRate, 2, &cache_b);
+  const auto rb = hkvr.Checkpoint(0, b, 5, 100, 0, AtSeconds(1), kRate, 2);
   ASSERT_EQ(rb.copied_blocks, 5);  // room made by evicting a's two tail blocks
   EXPECT_THAT(hkvr.dropped_owners(), ::testing::ElementsAre(ChainOwner{1}));
   EXPECT_EQ(hkvr.Probe(0, a), 3);
   ExtendSessionChain(a, 64 * 5, 64 * 6, 64, 10, 1);  // a's next call adds a block
   hkvr.CompleteCopies(AtSeconds(2));
-  const auto ra = hkvr.Checkpoint(0, a, 6, 100, 0, AtSeconds(2), kRate, 1, &cache_a);
+  const auto ra = hkvr.Checkpoint(0, a, 6, 100, 0, AtSeconds(2), kRate, 1);
   EXPECT_EQ(ra.present_blocks, 3);
   EXPECT_EQ(ra.copied_blocks, 3);  // the two evicted ones and the new one
   EXPECT_EQ(hkvr.Lookup(0, a, AtSeconds(10)), 6);
 }
 
-// A chain that branches off inside the cached one: only the shared head is
-// taken from the cache; the branch is copied.
-TEST(HostKvRegistryTest, ACachedCheckpointFollowsAChainThatBranches) {
-  std::vector<PrefixHash> chain = Chain(12, 64 * 6);
+// A chain that branches off inside a registered one shares its head and
+// continues in a segment of its own; both stay found whole.
+TEST(HostKvRegistryTest, AChainThatBranchesSharesTheHeadAndKeepsItsOwnTail) {
+  const std::vector<PrefixHash> first = Chain(12, 64 * 6);
+  std::vector<PrefixHash> branch = first;
+  ExtendSessionChain(branch, 64 * 3, 64 * 7, 64, 12, 1);  // reuses 3 blocks, then differs
   HostKvRegistry hkvr(1'000'000);
-  HostKvRegistry::ChainCache cache;
-  hkvr.Checkpoint(0, chain, 6, 100, 0, AtSeconds(0), kRate, 1, &cache);
-  ExtendSessionChain(chain, 64 * 3, 64 * 7, 64, 12, 1);  // reuses 3 blocks, then differs
-  const auto r = hkvr.Checkpoint(0, chain, 7, 100, 0, AtSeconds(1), kRate, 1, &cache);
+  hkvr.Checkpoint(0, first, 6, 100, 0, AtSeconds(0), kRate, 1);
+  const auto r = hkvr.Checkpoint(0, branch, 7, 100, 0, AtSeconds(1), kRate, 1);
   EXPECT_EQ(r.present_blocks, 3);
   EXPECT_EQ(r.copied_blocks, 4);
-  EXPECT_EQ(hkvr.Lookup(0, chain, AtSeconds(10)), 7);
+  EXPECT_EQ(hkvr.Lookup(0, branch, AtSeconds(10)), 7);
+  EXPECT_EQ(hkvr.Lookup(0, first, AtSeconds(10)), 6);
+  hkvr.Pin(0, branch, 5);  // across the shared head into the branch
+  hkvr.Unpin(0, branch, 5);
 }
 
 // A block two owners' chains hold: its eviction may concern anyone.
@@ -171,15 +173,34 @@ TEST(HostKvRegistryTest, DroppingASharedBlockIsReportedForAnyOwner) {
   const auto shared = Chain(13, 64 * 2);
   const auto other = Chain(14, 64 * 2);
   HostKvRegistry hkvr(200);
-  HostKvRegistry::ChainCache c1, c2, c3;
-  hkvr.Checkpoint(0, shared, 2, 100, 0, AtSeconds(0), kRate, 1, &c1);
-  hkvr.Checkpoint(0, shared, 2, 100, 0, AtSeconds(1), kRate, 2, &c2);  // owner 2 finds them present
+  hkvr.Checkpoint(0, shared, 2, 100, 0, AtSeconds(0), kRate, 1);
+  hkvr.Checkpoint(0, shared, 2, 100, 0, AtSeconds(1), kRate, 2);  // owner 2 finds them present
   hkvr.CompleteCopies(AtSeconds(1));
-  hkvr.Checkpoint(0, other, 2, 100, 0, AtSeconds(2), kRate, 3, &c3);
+  hkvr.Checkpoint(0, other, 2, 100, 0, AtSeconds(2), kRate, 3);
   ASSERT_FALSE(hkvr.IsPublished(0, shared[0]));
   EXPECT_THAT(hkvr.dropped_owners(), ::testing::ElementsAre(HostKvRegistry::kAnyOwner));
   hkvr.ClearDroppedOwners();
   EXPECT_TRUE(hkvr.dropped_owners().empty());
+}
+
+// Segments cost one lookup each, so a checkpoint of a long chain that grows
+// by a little each call registers one segment per call, and eviction under
+// pressure still trims the least recent chain from its tail.
+TEST(HostKvRegistryTest, EvictionTrimsTheLeastRecentChainAcrossItsSegments) {
+  std::vector<PrefixHash> a = Chain(15, 64 * 2);
+  HostKvRegistry hkvr(600);
+  hkvr.Checkpoint(0, a, 2, 100, 0, AtSeconds(0), kRate, 1);
+  ExtendSessionChain(a, 64 * 2, 64 * 4, 64, 15, 1);
+  hkvr.Checkpoint(0, a, 4, 100, 0, AtSeconds(1), kRate, 1);  // a second segment
+  const auto b = Chain(16, 64 * 2);
+  hkvr.Checkpoint(0, b, 2, 100, 0, AtSeconds(2), kRate, 2);
+  hkvr.CompleteCopies(AtSeconds(3));
+  hkvr.Lookup(0, a, AtSeconds(3));  // a is now more recent than b
+  const auto c = Chain(17, 64 * 3);
+  hkvr.Checkpoint(0, c, 3, 100, 0, AtSeconds(3), kRate, 3);  // needs three blocks' room
+  EXPECT_EQ(hkvr.Probe(0, b), 0);  // b (least recent) went first, whole
+  EXPECT_EQ(hkvr.Probe(0, a), 3);  // then a's tail, from its second segment
+  EXPECT_EQ(hkvr.evicted_blocks(), 3);
 }
 
 TEST(BlockHashesTest, SessionChainSharesExactlyTheFullPrefixBlocks) {
