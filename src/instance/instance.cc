@@ -1005,10 +1005,11 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.sessions_base = out.version - 1;
   TakeHostDrops();
   // Walk every session when a delta cannot be trusted to cover the change
-  // (first snapshot, a full one asked for, a model switch, a drop that may
-  // concern anyone) and periodically to forget idle sessions; otherwise
-  // only the sessions that changed.
-  if (!delta || all_dirty_ || active_ != reported_active_ || now >= next_sweep_) {
+  // (first snapshot, a full one asked for, a drop that may concern anyone)
+  // and periodically to forget idle sessions; otherwise only the sessions
+  // that changed. (A model switch releases the outgoing model's KV, which
+  // marks its sessions; the incoming model's sessions hold no device KV.)
+  if (!delta || all_dirty_ || now >= next_sweep_) {
     for (Session* s : dirty_) s->dirty = false;
     dirty_.clear();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
@@ -1025,7 +1026,6 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
       Report(s, now, delta, out);
     }
     all_dirty_ = false;
-    reported_active_ = active_;
     next_sweep_ = now + FromSeconds(kSessionIdleS / 8);
   } else {
     dirty_scratch_.swap(dirty_);

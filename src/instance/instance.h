@@ -297,7 +297,6 @@ class Instance {
   std::vector<Session*> dirty_;
   std::vector<Session*> dirty_scratch_;
   bool all_dirty_ = true;
-  std::int32_t reported_active_ = -1;
   TimePoint next_sweep_{};
 
   std::int32_t active_ = -1;  // index into models_, -1 before the first switch

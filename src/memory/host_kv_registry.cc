@@ -131,25 +131,28 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     }
     if (n > 0) {
       const auto from = chain.begin() + present;
-      auto [it, inserted] = segments_.try_emplace(Key{model, *from});
-      TALARIA_CHECK(inserted, "a chain walk stopped at a block that starts a segment");
-      Segment& s = it->second;
-      s.model = model;
-      s.first = *from;
-      s.hashes.assign(from, from + n);
-      s.done_at.resize(static_cast<std::size_t>(n));
-      s.block_bytes = block_bytes;
+      Segment* grow = Extendable(model, chain, present, block_bytes, with_tail ? tail_bytes : 0, owner);
+      if (grow == nullptr) {
+        auto [it, inserted] = segments_.try_emplace(Key{model, *from});
+        TALARIA_CHECK(inserted, "a chain walk stopped at a block that starts a segment");
+        grow = &it->second;
+        grow->model = model;
+        grow->first = *from;
+        grow->block_bytes = block_bytes;
+        grow->owner = owner;
+        grow->lru = lru_.insert(lru_.end(), grow);
+      }
+      Segment& s = *grow;
+      s.hashes.insert(s.hashes.end(), from, from + n);
       s.tail_bytes = with_tail ? tail_bytes : 0;
-      s.owner = owner;
       for (std::int32_t i = 0; i < n; ++i) {
         const std::int64_t bytes = block_bytes + (i == n - 1 ? s.tail_bytes : 0);
         t += FromSeconds(static_cast<double>(bytes) / d2h_bytes_per_s);
-        s.done_at[static_cast<std::size_t>(i)] = t;
+        s.done_at.push_back(t);
         r.bytes += bytes;
       }
       used_ += r.bytes;
       r.copied_blocks = n;
-      s.lru = lru_.insert(lru_.end(), &s);
       in_flight_.push_back(&s);
     }
     // Head most recent: walk again if eviction may have removed what was matched.
@@ -159,6 +162,26 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   d2h_free_at_ = t;
   r.done = t;
   return r;
+}
+
+HostKvRegistry::Segment* HostKvRegistry::Extendable(ModelId model, std::span<const PrefixHash> chain,
+                                                    std::int32_t present, std::int64_t block_bytes,
+                                                    std::int64_t tail_bytes, ChainOwner owner) {
+  // The owner's own segment that the chain's registered part ends with, if
+  // the new blocks can simply follow it: nobody else's chain runs through
+  // it, its copies are complete (in_flight_ stays in completion order), no
+  // recurrent state sits on its last block, and eviction has not touched it.
+  if (walk_.empty() || owner == 0 || tail_bytes != 0) return nullptr;
+  const Match& last = walk_.back();
+  if (last.start + last.blocks != present) return nullptr;
+  auto it = segments_.find(Key{model, chain[static_cast<std::size_t>(last.start)]});
+  if (it == segments_.end() || &it->second != last.segment) return nullptr;
+  Segment& s = it->second;
+  if (s.owner != owner || s.shared || s.size() != last.blocks || s.published != s.size() || s.tail_bytes != 0 ||
+      s.block_bytes != block_bytes) {
+    return nullptr;
+  }
+  return &s;
 }
 
 void HostKvRegistry::CompleteCopies(TimePoint now) {

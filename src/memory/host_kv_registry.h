@@ -7,7 +7,8 @@
 //
 // Blocks are held in segments, as a radix tree holds token spans in nodes:
 // one checkpoint registers the blocks it adds to a chain as one segment,
-// keyed by (model, hash of its first block). A prefix is found by walking
+// keyed by (model, hash of its first block), or appends them to the owner's
+// segment the chain ends in when no other chain runs through it. A prefix is found by walking
 // segments: look up the segment that starts at the current block, match as
 // many of its blocks as the chain agrees with, continue after them. A chain
 // that branches off inside a segment continues in a segment keyed by the
@@ -164,6 +165,9 @@ class HostKvRegistry {
   // matches point at mutable segments for callers that then touch or pin.
   std::int32_t Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
                     std::vector<Match>& out) const;
+  // The segment a checkpoint's new blocks can be appended to, or null.
+  Segment* Extendable(ModelId model, std::span<const PrefixHash> chain, std::int32_t present,
+                      std::int64_t block_bytes, std::int64_t tail_bytes, ChainOwner owner);
   // Evicts until `bytes` more fit; false if they cannot.
   bool MakeRoom(std::int64_t bytes);
   // Drops a segment's last block; erases the segment when it is empty.
