@@ -14,6 +14,7 @@ void KvPool::Format(Region region, std::int64_t block_bytes) {
   free_ = total_;
   bits_.assign(static_cast<std::size_t>((total_ + 63) / 64), ~std::uint64_t{0});
   if (total_ % 64 != 0 && !bits_.empty()) bits_.back() = (std::uint64_t{1} << (total_ % 64)) - 1;
+  top_word_ = 0;
   ClearSkip();
 }
 
@@ -33,6 +34,7 @@ bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
       word &= word - 1;
       if (id >= skip_begin_ && id < skip_end_) continue;
       bits_[w] &= ~(std::uint64_t{1} << (id & 63));
+      top_word_ = std::max(top_word_, w);
       out.push_back(id);
     }
   }
@@ -62,14 +64,16 @@ Region KvPool::BlockRange(BlockId id) const {
 }
 
 std::int64_t KvPool::HighestAllocatedEnd() const {
-  for (std::size_t w = bits_.size(); w-- > 0;) {
+  for (std::size_t w = std::min(top_word_ + 1, bits_.size()); w-- > 0;) {
     std::uint64_t allocated = ~bits_[w];
     if (w == bits_.size() - 1 && total_ % 64 != 0) allocated &= (std::uint64_t{1} << (total_ % 64)) - 1;
     if (allocated != 0) {
+      top_word_ = w;
       const auto top = static_cast<BlockId>(w * 64 + 63 - static_cast<std::size_t>(std::countl_zero(allocated)));
       return BlockRange(top).end;
     }
   }
+  top_word_ = 0;
   return region_.begin;
 }
 

@@ -54,6 +54,9 @@ class KvPool {
   std::int32_t total_ = 0;
   std::int32_t free_ = 0;
   std::vector<std::uint64_t> bits_;  // 1 = free
+  // No word above this one has an allocated block (a bound kept by Allocate
+  // and tightened by HighestAllocatedEnd, so its scan is short).
+  mutable std::size_t top_word_ = 0;
   BlockId skip_begin_ = 0;           // [skip_begin_, skip_end_) not allocatable
   BlockId skip_end_ = 0;
 };
