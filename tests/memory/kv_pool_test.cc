@@ -22,6 +22,32 @@ TEST(KvPoolTest, AllocatesLowestAddressesFirst) {
   EXPECT_EQ(pool.BlockRange(1), (Region{1010, 1020}));
 }
 
+// The highest allocated block's end follows allocations up and frees down,
+// across words of the bitmap, and a new format starts empty.
+TEST(KvPoolTest, HighestAllocatedEndFollowsAllocationsAndFrees) {
+  KvPool pool;
+  pool.Format({1000, 1000 + 200 * 10}, 10);
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 1000);
+  std::vector<BlockId> a, b;
+  ASSERT_TRUE(pool.Allocate(3, a));
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 1030);
+  ASSERT_TRUE(pool.Allocate(150, b));  // blocks 3..152: three words up
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 1000 + 153 * 10);
+  pool.Free(std::span(b).subspan(20));  // blocks 23..152 go
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 1000 + 23 * 10);
+  std::vector<BlockId> c;
+  ASSERT_TRUE(pool.Allocate(100, c));  // 23..122
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 1000 + 123 * 10);
+  pool.Free(a);
+  pool.Free(std::span(b).first(20));
+  pool.Free(c);
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 1000);
+  pool.Format({0, 640}, 10);  // 64 blocks: one word
+  std::vector<BlockId> d;
+  ASSERT_TRUE(pool.Allocate(64, d));
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 640);
+}
+
 TEST(KvPoolTest, AllOrNothingWhenShort) {
   KvPool pool;
   pool.Format({0, 100}, 10);
