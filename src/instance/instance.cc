@@ -467,16 +467,15 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   if (config_.pool != Pool::kCold || !config_.ablation.sp || config_.slot_hold_s <= 0) return kNever;
   const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
   if (now >= slot_end) return kNever;
-  TimePoint latest{};
-  bool any = false;
-  for (const auto& [id, s] : sessions_) {
-    if (s->model != active_ || s->busy) continue;
-    if (!any || s->last_use > latest) latest = s->last_use;
-    any = true;
+  // Only a session that finished within the hold can keep the slot open:
+  // the latest such one, still idle on the active model, sets the hold.
+  const Duration hold = FromSeconds(config_.slot_hold_s);
+  for (auto it = recent_finishes_.rbegin(); it != recent_finishes_.rend() && it->first + hold > now; ++it) {
+    const Session& s = *it->second;
+    if (s.model != active_ || s.busy || s.last_use != it->first) continue;
+    return std::min(it->first + hold, slot_end);
   }
-  if (!any) return kNever;
-  const TimePoint until = std::min(latest + FromSeconds(config_.slot_hold_s), slot_end);
-  return until > now ? until : kNever;
+  return kNever;
 }
 
 std::int32_t Instance::HostBlocks(const Request& r) {
@@ -839,6 +838,9 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.busy = false;
   s.last_use = now;
   MarkDirty(s);
+  const Duration hold = FromSeconds(config_.slot_hold_s);
+  while (!recent_finishes_.empty() && recent_finishes_.front().first + hold <= now) recent_finishes_.pop_front();
+  recent_finishes_.emplace_back(now, &s);
   if (config_.ablation.hkvr) {
     const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
@@ -1019,6 +1021,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
       if (!s.busy && s.blocks.empty() && ToSeconds(now - s.last_use) > kSessionIdleS) {
         if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
         by_owner_.erase(s.owner);
+        std::erase_if(recent_finishes_, [&](const auto& f) { return f.second == &s; });
         it = sessions_.erase(it);
         continue;
       }

@@ -296,6 +296,9 @@ class Instance {
   ChainOwner next_owner_ = 1;
   std::vector<Session*> dirty_;
   std::vector<Session*> dirty_scratch_;
+  // Sessions that finished within the last slot_hold_s, oldest first (the
+  // slot hold needs only these).
+  std::deque<std::pair<TimePoint, Session*>> recent_finishes_;
   bool all_dirty_ = true;
   TimePoint next_sweep_{};
 
