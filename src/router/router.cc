@@ -104,8 +104,8 @@ struct InstanceState {
   std::vector<const ModelProfile*> profile_of;  // catalogue id -> profile at this tp
   std::deque<OverlayEntry> overlay;             // forwarded since the snapshot
   double load_s = 0;  // queued work in the snapshot, all models
-  // This instance's entries in the session table (may name sessions it no
-  // longer holds; a full snapshot clears them all).
+  // The sessions this instance's snapshots say it holds (their entries in
+  // the session table name it); a full snapshot replaces them all.
   std::unordered_set<std::string, StringHash, std::equal_to<>> indexed_sessions;
   bool wants_full = true;  // the next snapshot must be a full one
 };
@@ -269,6 +269,7 @@ struct Router::Impl {
         if (auto it = sessions.find(id); it != sessions.end()) {
           std::erase_if(it->second.held, [&](const Location& l) { return l.instance == index; });
         }
+        inst.indexed_sessions.erase(id);
         continue;
       }
       const std::int32_t model = ModelId(c.model);
