@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -64,6 +65,35 @@ TEST(ReplayTest, ReleasesNextCallAfterCappedGap) {
               calls[2]["first_token_s"].get<double>() - calls[2]["intended_enqueue_s"].get<double>(), 1e-9);
   // SCT: first intended enqueue to last finish.
   EXPECT_NEAR(r.sct_s.Max(), calls[2]["finished_s"].get<double>(), 1e-9);
+  std::filesystem::remove_all(dir);
+}
+
+// A decode step runs many iterations at once in the simulator; a call routed
+// to the instance meanwhile still enters at the next iteration boundary
+// (here by session-prefill, while the long call keeps decoding).
+TEST(ReplayTest, AnArrivalCutsALongDecodeStepAtTheNextBoundary) {
+  ProfileSet profiles;
+  profiles.Add(testing::TinyProfile("m"));
+  Trace t;
+  TraceCall b1 = Call("b", 1, 200, 101, 1, 0.2);
+  b1.token_seed = 6;
+  t.calls = {Call("a", 0, 100, 0, 3000, 0.0), Call("b", 0, 100, 0, 1, 0.0), b1};
+  t.calls[1].token_seed = 6;
+  const std::string dir = (std::filesystem::temp_directory_path() / "talaria_replay_cut_test").string();
+  ReplayOptions o;
+  o.records_dir = dir;
+  const ReplayResult r = RunReplay("talaria", OneTinyInstance(), profiles, t, o);
+  ASSERT_EQ(r.calls_completed, 3);
+  std::map<std::string, nlohmann::json> calls;
+  std::ifstream in(dir + "/calls.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    calls[j["session_id"].get<std::string>() + std::to_string(j["call_index"].get<int>())] = j;
+  }
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls["b1"]["admit_path"], "SP");
+  EXPECT_LT(calls["b1"]["first_token_s"].get<double>(), calls["a0"]["finished_s"].get<double>());
+  EXPECT_LT(calls["b1"]["ttft_s"].get<double>(), 1.0);
   std::filesystem::remove_all(dir);
 }
 
