@@ -82,9 +82,9 @@ struct Instance::Session {
   std::vector<BlockId> blocks;
   bool busy = false;
   TimePoint last_use;
-  // Telemetry cache of the host-restorable prefix: -1 = probe again (after
-  // a checkpoint, or when the registry dropped one of its blocks); probed
-  // while its checkpoint's copies are in flight.
+  // Telemetry cache of the host-restorable prefix once its checkpoint's
+  // copies land (-1: probe again, the registry dropped one of its blocks);
+  // probed while they are in flight.
   TimePoint checkpoint_done;
   std::int32_t host_blocks = -1;
   // What the last snapshot said of it, and whether that may be out of date.
@@ -92,6 +92,7 @@ struct Instance::Session {
   std::int32_t reported_model = -1;
   std::int64_t reported_tokens = 0;
   bool dirty = false;
+  std::int32_t device_index = -1;  // its place in device_sessions_, -1 when it holds no blocks
 };
 
 namespace {
@@ -266,6 +267,19 @@ void Instance::MarkDirty(Session& s) {
   dirty_.push_back(&s);
 }
 
+void Instance::TrackDevice(Session& s) {
+  if (!s.blocks.empty() && s.device_index < 0) {
+    s.device_index = static_cast<std::int32_t>(device_sessions_.size());
+    device_sessions_.push_back(&s);
+  } else if (s.blocks.empty() && s.device_index >= 0) {
+    Session* last = device_sessions_.back();
+    device_sessions_[static_cast<std::size_t>(s.device_index)] = last;
+    last->device_index = s.device_index;
+    device_sessions_.pop_back();
+    s.device_index = -1;
+  }
+}
+
 bool Instance::Hosts(const std::string& model) const { return ModelIndex(model) >= 0; }
 
 std::int32_t Instance::ModelIndex(const std::string& name) const {
@@ -307,15 +321,16 @@ void Instance::StartStagingAfter(TimePoint now) {
   stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
 }
 
-void Instance::Enqueue(const CallRequest& call, TimePoint now) {
+void Instance::Enqueue(CallRequest call, TimePoint now) {
   const std::int32_t index = ModelIndex(call.model);
   TALARIA_CHECK(index >= 0, "call for a model this instance does not host");
   auto r = std::make_unique<Request>();
-  r->call = call;
+  const std::int64_t id = call.id;
+  r->call = std::move(call);
   r->model = index;
   r->arrived = now;
   models_[static_cast<std::size_t>(index)]->queue.push_back(r.get());
-  requests_.emplace(call.id, std::move(r));
+  requests_.emplace(id, std::move(r));
 }
 
 void Instance::OpenSlot(TimePoint now) {
@@ -519,13 +534,17 @@ bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const S
     // Evict the least recently used idle session's device KV (it stays
     // host-restorable if HKVR checkpointed it).
     Session* victim = nullptr;
-    for (auto& [id, s] : sessions_) {
-      if (s.get() == keep || s->busy || s->blocks.empty()) continue;
-      if (victim == nullptr || s->last_use < victim->last_use) victim = s.get();
+    for (Session* s : device_sessions_) {
+      if (s == keep || s->busy) continue;
+      if (victim == nullptr || s->last_use < victim->last_use ||
+          (s->last_use == victim->last_use && s->owner < victim->owner)) {
+        victim = s;  // ties: the session this instance saw first
+      }
     }
     if (victim == nullptr) return false;
     pool_.Free(victim->blocks);
     victim->blocks.clear();
+    TrackDevice(*victim);
     MarkDirty(*victim);
   }
   return true;
@@ -565,6 +584,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   r.blocks = std::move(s.blocks);
   r.blocks.insert(r.blocks.end(), scratch_blocks_.begin(), scratch_blocks_.end());
   s.blocks.clear();
+  TrackDevice(s);
   s.busy = true;
   s.model = active_;
   MarkDirty(s);
@@ -768,12 +788,15 @@ void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
     ++counters_.preemptions;
   }
   drain += FromSeconds(swap_s);
-  for (auto& [id, s] : sessions_) {
-    if (s->model == m.id) {
-      s->blocks.clear();  // the KV region is released
-      MarkDirty(*s);
-    }
+  // Sessions with blocks of another model were released at that model's
+  // switch, so those holding blocks now are this model's.
+  for (Session* s : device_sessions_) {
+    TALARIA_CHECK(s->model == m.id, "device KV of a model that is not switching out");
+    s->blocks.clear();  // the KV region is released
+    s->device_index = -1;
+    MarkDirty(*s);
   }
+  device_sessions_.clear();
 }
 
 bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
@@ -822,6 +845,7 @@ bool Instance::Cancel(std::int64_t call_id) {
   if (auto s = sessions_.find(r.call.session_id); s != sessions_.end() && s->second->busy) {
     s->second->busy = false;
     s->second->blocks.clear();
+    TrackDevice(*s->second);
     MarkDirty(*s->second);
   }
   ++counters_.cancelled;
@@ -834,6 +858,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   Session& s = SessionFor(r.call.session_id);
   s.chain.assign(r.call.chain.begin(), r.call.chain.end());
   s.blocks = std::move(r.blocks);
+  TrackDevice(s);
   s.model = r.model;
   s.busy = false;
   s.last_use = now;
@@ -847,7 +872,9 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
                                          m.profile->h2d_bytes_per_s, s.owner);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
     s.checkpoint_done = result.done;
-    s.host_blocks = -1;  // recompute at the next snapshot
+    // Once its copies land the registry holds this much of the chain; an
+    // eviction since is in the registry's drop log and resets it (-1).
+    s.host_blocks = result.present_blocks + result.copied_blocks;
   }
   CallRecord rec;
   rec.id = r.call.id;
@@ -1063,14 +1090,19 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
       state = KvState::kDevice;
       tokens = static_cast<std::int64_t>(s.chain.size()) * config_.block_tokens;
     } else if (config_.ablation.hkvr) {
-      const bool copying = now < s.checkpoint_done;
-      if (s.host_blocks < 0 || copying) {
-        s.host_blocks = hkvr_.Probe(models_[static_cast<std::size_t>(s.model)]->id, s.chain);
+      std::int32_t host = 0;
+      const ModelId id = models_[static_cast<std::size_t>(s.model)]->id;
+      if (now < s.checkpoint_done) {
+        // Copies in flight: report what has landed, look again next time.
+        host = hkvr_.Probe(id, s.chain);
+        MarkDirty(s);
+      } else {
+        if (s.host_blocks < 0) s.host_blocks = hkvr_.Probe(id, s.chain);
+        host = s.host_blocks;
       }
-      if (copying) MarkDirty(s);  // more of it is published as the copies land
-      if (s.host_blocks > 0) {
+      if (host > 0) {
         state = KvState::kHost;
-        tokens = static_cast<std::int64_t>(s.host_blocks) * config_.block_tokens;
+        tokens = static_cast<std::int64_t>(host) * config_.block_tokens;
       }
     }
   }

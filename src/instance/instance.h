@@ -174,7 +174,7 @@ class Instance {
   void Warmup(const std::string& model, TimePoint now);
 
   // A call arrives. REQUIRES: Hosts(call.model).
-  void Enqueue(const CallRequest& call, TimePoint now);
+  void Enqueue(CallRequest call, TimePoint now);
 
   // Drops a call that has not finished (its client went away): out of its
   // queue or its decode batch, its KV blocks freed, no further events.
@@ -243,6 +243,9 @@ class Instance {
   Model& Active() { return *models_[static_cast<std::size_t>(active_)]; }
   Session& SessionFor(const std::string& id);
   void MarkDirty(Session& s);
+  // Keeps device_sessions_ in step with whether `s` holds device blocks;
+  // called after each change of its blocks.
+  void TrackDevice(Session& s);
   // Brings a session's snapshot entry up to date; adds it to `out` when it
   // changed (delta) or is held (full).
   void Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out);
@@ -299,6 +302,9 @@ class Instance {
   // Sessions that finished within the last slot_hold_s, oldest first (the
   // slot hold needs only these).
   std::deque<std::pair<TimePoint, Session*>> recent_finishes_;
+  // Sessions holding device KV blocks (unordered): a switch's release and
+  // the eviction scan look only at these, not at every session retained.
+  std::vector<Session*> device_sessions_;
   bool all_dirty_ = true;
   TimePoint next_sweep_{};
 

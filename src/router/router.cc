@@ -98,9 +98,10 @@ struct InstanceState {
   std::int32_t live_leases = 0;
   double overlay_total_s = 0;
   TimePoint snapshot_at;
+  std::uint64_t snapshot_version = 0;
   std::string name;
   std::int32_t tp = 0;
-  InstanceTelemetry snapshot;
+  std::vector<std::int32_t> model_of;           // snapshot model position -> catalogue id
   std::vector<const ModelProfile*> profile_of;  // catalogue id -> profile at this tp
   std::deque<OverlayEntry> overlay;             // forwarded since the snapshot
   double load_s = 0;  // queued work in the snapshot, all models
@@ -188,17 +189,30 @@ struct Router::Impl {
     return id;
   }
 
-  void Remap(std::int32_t index, InstanceState& inst) {
+  // The catalogue id of the model at `position` in this instance's
+  // snapshots: instances list the same models in the same order heartbeat
+  // after heartbeat, so a name comparison usually replaces a lookup.
+  std::int32_t SnapshotModel(InstanceState& inst, std::size_t position, const std::string& name) {
+    if (position < inst.model_of.size()) {
+      std::int32_t& id = inst.model_of[position];
+      if (model_names[static_cast<std::size_t>(id)] != name) id = ModelId(name);
+      return id;
+    }
+    inst.model_of.push_back(ModelId(name));
+    return inst.model_of.back();
+  }
+
+  void Remap(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t) {
     const auto i = static_cast<std::size_t>(index);
     for (auto& per_model : by_model) {
       per_model[i].serves = false;
       per_model[i].queued_work_s = 0;
     }
     inst.load_s = 0;
-    const InstanceTelemetry& t = inst.snapshot;
     const double total = static_cast<double>(t.kv_total_bytes);
-    for (const ModelTelemetry& mt : t.models) {
-      const std::int32_t id = ModelId(mt.name);
+    for (std::size_t position = 0; position < t.models.size(); ++position) {
+      const ModelTelemetry& mt = t.models[position];
+      const std::int32_t id = SnapshotModel(inst, position, mt.name);
       Candidate& c = by_model[static_cast<std::size_t>(id)][i];
       c.serves = true;
       c.queued_work_s = mt.queued_work_s;
@@ -246,7 +260,7 @@ struct Router::Impl {
     return it->second;
   }
 
-  void Reindex(std::int32_t index, InstanceState& inst) {
+  void Reindex(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t) {
     for (const auto& id : inst.indexed_sessions) {
       auto it = sessions.find(id);
       if (it != sessions.end()) {
@@ -254,17 +268,16 @@ struct Router::Impl {
       }
     }
     inst.indexed_sessions.clear();
-    for (auto& [id, c] : inst.snapshot.sessions) {
+    for (const auto& [id, c] : t.sessions) {
       const std::int32_t model = ModelId(c.model);
       Entry(id, inst.snapshot_at).held.push_back(Location{index, model, c.state, c.tokens});
       inst.indexed_sessions.insert(id);
     }
-    inst.snapshot.sessions.clear();  // indexed: no second copy
   }
 
   // Applies a delta snapshot's session changes on top of the index.
-  void ApplyDelta(std::int32_t index, InstanceState& inst) {
-    for (auto& [id, c] : inst.snapshot.sessions) {
+  void ApplyDelta(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t) {
+    for (const auto& [id, c] : t.sessions) {
       if (c.state == KvState::kMissing) {
         if (auto it = sessions.find(id); it != sessions.end()) {
           std::erase_if(it->second.held, [&](const Location& l) { return l.instance == index; });
@@ -282,7 +295,6 @@ struct Router::Impl {
         *l = Location{index, model, c.state, c.tokens};
       }
     }
-    inst.snapshot.sessions.clear();
   }
 
   void DropLease(SessionEntry& e) {
@@ -340,27 +352,25 @@ void Router::SetHealthy(std::int32_t instance, bool healthy) {
   impl_->instances[static_cast<std::size_t>(instance)].healthy = healthy;
 }
 
-void Router::OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, TimePoint now) {
+void Router::OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapshot, TimePoint now) {
   InstanceState& inst = impl_->instances[static_cast<std::size_t>(instance)];
-  if (inst.has_snapshot && snapshot.version <= inst.snapshot.version) return;  // out of order
+  if (inst.has_snapshot && snapshot.version <= inst.snapshot_version) return;  // out of order
   // A delta applies only on top of the snapshot it was taken against; one
   // that does not (a lost snapshot) keeps the old session index and asks for
   // a full snapshot next.
   const bool delta_applies = snapshot.sessions_delta && !inst.wants_full && inst.has_snapshot &&
-                             snapshot.sessions_base == inst.snapshot.version;
-  if (snapshot.sessions_delta && !delta_applies) {
-    inst.wants_full = true;
-    snapshot.sessions.clear();
-  }
-  inst.snapshot = std::move(snapshot);
-  inst.snapshot_at = inst.snapshot.taken_at;
+                             snapshot.sessions_base == inst.snapshot_version;
+  inst.snapshot_version = snapshot.version;
+  inst.snapshot_at = snapshot.taken_at;
   inst.has_snapshot = true;
-  impl_->Remap(instance, inst);
-  if (!inst.snapshot.sessions_delta) {
-    impl_->Reindex(instance, inst);
+  impl_->Remap(instance, inst, snapshot);
+  if (!snapshot.sessions_delta) {
+    impl_->Reindex(instance, inst, snapshot);
     inst.wants_full = false;
+  } else if (delta_applies) {
+    impl_->ApplyDelta(instance, inst, snapshot);
   } else {
-    impl_->ApplyDelta(instance, inst);
+    inst.wants_full = true;
   }
   // The overlay keeps only forwards the snapshot could not have seen.
   const auto i = static_cast<std::size_t>(instance);

@@ -103,8 +103,9 @@ class Router {
   Router& operator=(const Router&) = delete;
 
   // A heartbeat's snapshot. Replaces the previous one; the overlay keeps
-  // only what happened after it was taken.
-  void OnTelemetry(std::int32_t instance, InstanceTelemetry snapshot, TimePoint now);
+  // only what happened after it was taken. Nothing of `snapshot` is kept by
+  // reference: a caller may reuse one buffer for every heartbeat.
+  void OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapshot, TimePoint now);
   // Whether the instance's next snapshot must list all its sessions (none
   // received yet, or a delta arrived that did not follow the last one);
   // otherwise a delta snapshot (InstanceTelemetry::sessions_delta) will do.

@@ -143,7 +143,7 @@ void Gateway::Heartbeat() {
       // it was asked for, so the overlay keeps everything placed since.
       t->taken_at = sent;
       last_[i] = *t;
-      router_.OnTelemetry(index, std::move(*t), Now());
+      router_.OnTelemetry(index, *t, Now());
     });
   }
 }

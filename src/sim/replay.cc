@@ -227,9 +227,8 @@ class Driver final : public InstanceEvents {
   void Heartbeat() {
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       CatchUp(static_cast<std::int32_t>(i));
-      InstanceTelemetry t;
-      instances_[i]->Snapshot(now_, t, !router_->WantsFullSnapshot(static_cast<std::int32_t>(i)));
-      router_->OnTelemetry(static_cast<std::int32_t>(i), std::move(t), now_);
+      instances_[i]->Snapshot(now_, telemetry_, !router_->WantsFullSnapshot(static_cast<std::int32_t>(i)));
+      router_->OnTelemetry(static_cast<std::int32_t>(i), telemetry_, now_);
     }
     events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kHeartbeat, 0});
   }
@@ -242,6 +241,7 @@ class Driver final : public InstanceEvents {
       Release(s.calls[s.next], done + FromSeconds(gap));
     } else {
       result_.sct_s.Add(ToSeconds(done - s.first_intended));
+      std::vector<PrefixHash>().swap(s.chain);  // the session is over: free its context
     }
   }
 
@@ -314,7 +314,7 @@ class Driver final : public InstanceEvents {
     req.full_reuse = s.full_reuse;
     req.chain = s.chain;
     run.instance = d.instance;
-    inst.Enqueue(req, now_);
+    inst.Enqueue(std::move(req), now_);
     Interrupt(run.instance);
     Kick(run.instance);
   }
@@ -392,6 +392,7 @@ class Driver final : public InstanceEvents {
   EventQueue<Event> events_;
   SimEngine engine_;
   std::unique_ptr<Router> router_;
+  InstanceTelemetry telemetry_;  // one buffer for every heartbeat's snapshot
   double heartbeat_s_ = 0.25;
   double overload_max_wait_s_ = 60;
   std::set<std::pair<std::int32_t, std::string>> pending_opens_;  // placed, not yet open
