@@ -93,6 +93,7 @@ struct Instance::Session {
   std::int64_t reported_tokens = 0;
   bool dirty = false;
   std::int32_t device_index = -1;  // its place in device_sessions_, -1 when it holds no blocks
+  std::list<Session*>::iterator by_use;  // its place in by_use_
 };
 
 namespace {
@@ -257,6 +258,7 @@ Instance::Session& Instance::SessionFor(const std::string& id) {
     slot->id = id;
     slot->owner = next_owner_++;
     by_owner_.emplace(slot->owner, slot.get());
+    slot->by_use = by_use_.insert(by_use_.begin(), slot.get());  // never used yet: the oldest
   }
   return *slot;
 }
@@ -862,6 +864,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.model = r.model;
   s.busy = false;
   s.last_use = now;
+  by_use_.splice(by_use_.end(), by_use_, s.by_use);
   MarkDirty(s);
   const Duration hold = FromSeconds(config_.slot_hold_s);
   while (!recent_finishes_.empty() && recent_finishes_.front().first + hold <= now) recent_finishes_.pop_front();
@@ -1038,25 +1041,24 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   // and periodically to forget idle sessions; otherwise only the sessions
   // that changed. (A model switch releases the outgoing model's KV, which
   // marks its sessions; the incoming model's sessions hold no device KV.)
-  if (!delta || all_dirty_ || now >= next_sweep_) {
+  //
+  // Sessions idle for long with nothing on device are forgotten (a bounded
+  // table), periodically: the least recently used come first.
+  if (now >= next_sweep_) {
+    for (auto it = by_use_.begin(); it != by_use_.end() && ToSeconds(now - (*it)->last_use) > kSessionIdleS;) {
+      Session& s = **it++;
+      if (!s.busy && s.blocks.empty()) Forget(s, delta, out);
+    }
+    next_sweep_ = now + FromSeconds(kSessionIdleS / 8);
+  }
+  if (!delta || all_dirty_) {
     for (Session* s : dirty_) s->dirty = false;
     dirty_.clear();
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      Session& s = *it->second;
-      if (all_dirty_) s.host_blocks = -1;
-      // Forget sessions idle for long with nothing on device (bounded table).
-      if (!s.busy && s.blocks.empty() && ToSeconds(now - s.last_use) > kSessionIdleS) {
-        if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
-        by_owner_.erase(s.owner);
-        std::erase_if(recent_finishes_, [&](const auto& f) { return f.second == &s; });
-        it = sessions_.erase(it);
-        continue;
-      }
-      ++it;
-      Report(s, now, delta, out);
+    for (auto& [id, s] : sessions_) {
+      if (all_dirty_) s->host_blocks = -1;
+      Report(*s, now, delta, out);
     }
     all_dirty_ = false;
-    next_sweep_ = now + FromSeconds(kSessionIdleS / 8);
   } else {
     dirty_scratch_.swap(dirty_);
     dirty_.clear();
@@ -1066,6 +1068,15 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     }
     dirty_scratch_.clear();
   }
+}
+
+void Instance::Forget(Session& s, bool delta, InstanceTelemetry& out) {
+  if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
+  by_owner_.erase(s.owner);
+  std::erase_if(recent_finishes_, [&](const auto& f) { return f.second == &s; });
+  if (s.dirty) std::erase(dirty_, &s);
+  by_use_.erase(s.by_use);
+  sessions_.erase(sessions_.find(s.id));
 }
 
 void Instance::TakeHostDrops() {

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <span>
 #include <string>
@@ -251,6 +252,8 @@ class Instance {
   void Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out);
   // Takes the registry's drop log: the sessions whose host prefix shrank.
   void TakeHostDrops();
+  // Drops an idle session from the table (a delta reports it gone).
+  void Forget(Session& s, bool delta, InstanceTelemetry& out);
   std::int32_t ModelIndex(const std::string& name) const;
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
@@ -305,6 +308,7 @@ class Instance {
   // Sessions holding device KV blocks (unordered): a switch's release and
   // the eviction scan look only at these, not at every session retained.
   std::vector<Session*> device_sessions_;
+  std::list<Session*> by_use_;  // every session, least recently finished first
   bool all_dirty_ = true;
   TimePoint next_sweep_{};
 

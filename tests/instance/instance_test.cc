@@ -118,6 +118,7 @@ class Harness : public InstanceEvents {
   const std::vector<GatherPlan>& plans() const { return switch_plans_; }
   const std::vector<RoundRecord>& rounds() const { return rounds_; }
   const Instance& instance() const { return *instance_; }
+  Instance& instance() { return *instance_; }
 
   // Called after every committed step (e.g. to take a snapshot).
   std::function<void(Instance&, TimePoint)> after_step;
@@ -422,6 +423,40 @@ TEST(InstanceTelemetryTest, DeltaSnapshotsAddUpToFullOnes) {
   }
   EXPECT_TRUE(states.contains(KvState::kDevice));
   EXPECT_TRUE(states.contains(KvState::kHost));
+}
+
+// The session table is bounded: a session idle for ten minutes with
+// nothing on device is forgotten, and a delta says so; one whose KV is still
+// on device stays.
+TEST(InstanceTelemetryTest, IdleSessionsWithNothingOnDeviceAreForgotten) {
+  Harness h(Cold({"m", "n"}, {.sp = true, .hkvr = true, .d2d_staging = true}),
+            {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  // "a" runs on m; "x" on n then makes the instance switch, releasing a's KV.
+  h.Run({{0, "a", 0, "m", 640, 0, 4}, {1, "x", 0, "n", 640, 0, 4}});
+  Instance& inst = h.instance();
+  std::map<std::string, KvState> held;
+  auto snapshot = [&](double at_s, bool delta) {
+    InstanceTelemetry t;
+    inst.Snapshot(TimePoint{} + FromSeconds(at_s), t, delta);
+    if (!delta) held.clear();
+    for (const auto& [id, p] : t.sessions) {
+      if (p.state == KvState::kMissing) held.erase(id);
+      else held[id] = p.state;
+    }
+  };
+  snapshot(10, false);
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held["a"], KvState::kHost);
+  EXPECT_EQ(held["x"], KvState::kDevice);
+  snapshot(590, true);  // idle for under ten minutes: kept
+  EXPECT_TRUE(held.contains("a"));
+  snapshot(700, true);
+  EXPECT_FALSE(held.contains("a"));
+  EXPECT_TRUE(held.contains("x"));
+  snapshot(701, false);
+  EXPECT_EQ(held.size(), 1u);
+  EXPECT_TRUE(held.contains("x"));
 }
 
 TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {
