@@ -65,6 +65,9 @@ struct Instance::Request {
   std::int64_t deferred_in_slot = -1;  // the slot it was last counted as deferred in
   mutable std::uint64_t host_probe_version = UINT64_MAX;  // HKVR version of host_probe_blocks
   mutable std::int32_t host_probe_blocks = 0;
+  // Its session, looked up once (SessionOf); null until the session exists.
+  mutable Session* session = nullptr;
+  mutable bool session_looked_up = false;
 
   std::int64_t context() const { return call.prompt_tokens + generated; }
   std::span<const PrefixHash> prompt_chain(std::int32_t block_tokens) const {
@@ -94,6 +97,7 @@ struct Instance::Session {
   bool dirty = false;
   std::int32_t device_index = -1;  // its place in device_sessions_, -1 when it holds no blocks
   std::list<Session*>::iterator by_use;  // its place in by_use_
+  std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
 };
 
 namespace {
@@ -261,6 +265,25 @@ Instance::Session& Instance::SessionFor(const std::string& id) {
     slot->by_use = by_use_.insert(by_use_.begin(), slot.get());  // never used yet: the oldest
   }
   return *slot;
+}
+
+Instance::Session* Instance::SessionOf(const Request& r) {
+  if (!r.session_looked_up) {
+    r.session_looked_up = true;
+    if (auto it = sessions_.find(r.call.session_id); it != sessions_.end()) {
+      r.session = it->second.get();
+      ++r.session->requests;
+    }
+  }
+  return r.session;
+}
+
+Instance::Session& Instance::SessionFor(const Request& r) {
+  if (Session* s = SessionOf(r)) return *s;
+  Session& s = SessionFor(r.call.session_id);
+  r.session = &s;
+  ++s.requests;
+  return s;
 }
 
 void Instance::MarkDirty(Session& s) {
@@ -509,11 +532,9 @@ std::int32_t Instance::HostBlocks(const Request& r) {
 Instance::Reuse Instance::FindReuse(const Request& r) {
   Reuse u;
   const auto chain = r.prompt_chain(config_.block_tokens);
-  auto it = sessions_.find(r.call.session_id);
-  if (it != sessions_.end() && it->second->model == active_ && !it->second->blocks.empty() &&
-      !it->second->busy) {
-    const std::int32_t common = std::min<std::int32_t>(
-        CommonBlocks(chain, it->second->chain), static_cast<std::int32_t>(it->second->blocks.size()));
+  if (const Session* s = SessionOf(r); s != nullptr && s->model == active_ && !s->blocks.empty() && !s->busy) {
+    const std::int32_t common =
+        std::min<std::int32_t>(CommonBlocks(chain, s->chain), static_cast<std::int32_t>(s->blocks.size()));
     if (DeviceReusable(r)) u.device = common;
     else if (common > 0) ++u.skips;
   }
@@ -567,7 +588,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   }
   const Reuse u = FindReuse(r);
   counters_.restore_skips += u.skips;
-  Session& s = SessionFor(r.call.session_id);
+  Session& s = SessionFor(r);
   const auto chain = r.prompt_chain(bt);
   const std::int32_t device = u.device;
   // Admission touches the restored blocks, so the registry's LRU sees the use.
@@ -844,12 +865,13 @@ bool Instance::Cancel(std::int64_t call_id) {
   std::erase(m.running, &r);
   if (!r.blocks.empty()) pool_.Free(r.blocks);  // includes the session's reused device blocks
   if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, r.prompt_chain(config_.block_tokens), r.pinned_host_blocks);
-  if (auto s = sessions_.find(r.call.session_id); s != sessions_.end() && s->second->busy) {
-    s->second->busy = false;
-    s->second->blocks.clear();
-    TrackDevice(*s->second);
-    MarkDirty(*s->second);
+  if (Session* s = SessionOf(r); s != nullptr && s->busy) {
+    s->busy = false;
+    s->blocks.clear();
+    TrackDevice(*s);
+    MarkDirty(*s);
   }
+  if (r.session != nullptr) --r.session->requests;
   ++counters_.cancelled;
   requests_.erase(it);
   return true;
@@ -857,7 +879,8 @@ bool Instance::Cancel(std::int64_t call_id) {
 
 void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   Model& m = *models_[static_cast<std::size_t>(r.model)];
-  Session& s = SessionFor(r.call.session_id);
+  Session& s = SessionFor(r);
+  --s.requests;  // the request ends here
   s.chain.assign(r.call.chain.begin(), r.call.chain.end());
   s.blocks = std::move(r.blocks);
   TrackDevice(s);
@@ -1047,7 +1070,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   if (now >= next_sweep_) {
     for (auto it = by_use_.begin(); it != by_use_.end() && ToSeconds(now - (*it)->last_use) > kSessionIdleS;) {
       Session& s = **it++;
-      if (!s.busy && s.blocks.empty()) Forget(s, delta, out);
+      if (!s.busy && s.blocks.empty() && s.requests == 0) Forget(s, delta, out);
     }
     next_sweep_ = now + FromSeconds(kSessionIdleS / 8);
   }

@@ -243,6 +243,10 @@ class Instance {
 
   Model& Active() { return *models_[static_cast<std::size_t>(active_)]; }
   Session& SessionFor(const std::string& id);
+  // A request's session: found once and remembered on the request (null if
+  // it has none yet), or created.
+  Session* SessionOf(const Request& r);
+  Session& SessionFor(const Request& r);
   void MarkDirty(Session& s);
   // Keeps device_sessions_ in step with whether `s` holds device blocks;
   // called after each change of its blocks.

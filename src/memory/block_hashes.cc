@@ -34,10 +34,15 @@ void ExtendSessionChain(std::vector<PrefixHash>& chain, std::int64_t prefix_toke
 }
 
 std::int32_t CommonBlocks(std::span<const PrefixHash> a, std::span<const PrefixHash> b) {
-  std::size_t n = std::min(a.size(), b.size());
-  std::size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return static_cast<std::int32_t>(i);
+  // Hashes are cumulative: the chains agree on a prefix and differ on every
+  // block after it, so the boundary is found by bisection.
+  std::size_t lo = 0, hi = std::min(a.size(), b.size());  // agree below lo; differ at hi and after
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (a[mid] == b[mid]) lo = mid + 1;
+    else hi = mid;
+  }
+  return static_cast<std::int32_t>(lo);
 }
 
 }  // namespace talaria

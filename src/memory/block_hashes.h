@@ -28,7 +28,8 @@ void ExtendSessionChain(std::vector<PrefixHash>& chain, std::int64_t prefix_toke
                         std::int64_t context_tokens, std::int32_t block_tokens,
                         std::uint64_t token_seed, std::int32_t call_index);
 
-// Number of leading blocks two chains share.
+// Number of leading blocks two chains share (cumulative hashes: a
+// bisection, O(log n)).
 std::int32_t CommonBlocks(std::span<const PrefixHash> a, std::span<const PrefixHash> b);
 
 }  // namespace talaria
