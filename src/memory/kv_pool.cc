@@ -82,8 +82,13 @@ bool KvPool::AnyAllocatedIn(Region r) const {
   const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;
   const std::int64_t hi = std::min<std::int64_t>(
       total_, (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_);
-  for (std::int64_t b = lo; b < hi; ++b) {
-    if (!IsFree(static_cast<BlockId>(b))) return true;
+  // A word of the free map at a time.
+  for (std::int64_t b = lo; b < hi;) {
+    const auto offset = static_cast<int>(b & 63);
+    const std::int64_t n = std::min<std::int64_t>(64 - offset, hi - b);
+    const std::uint64_t mask = (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1) << offset;
+    if (~bits_[static_cast<std::size_t>(b >> 6)] & mask) return true;
+    b += n;
   }
   return false;
 }

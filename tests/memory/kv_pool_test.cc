@@ -48,6 +48,31 @@ TEST(KvPoolTest, HighestAllocatedEndFollowsAllocationsAndFrees) {
   EXPECT_EQ(pool.HighestAllocatedEnd(), 640);
 }
 
+// A region is in use when any block overlapping it is allocated, at any
+// alignment against the free map's 64-block words.
+TEST(KvPoolTest, AnyAllocatedInSeesEachAllocatedBlockAtAnyAlignment) {
+  KvPool pool;
+  pool.Format({1000, 1000 + 200 * 10}, 10);  // 200 blocks: four words, the last partial
+  std::vector<BlockId> all;
+  ASSERT_TRUE(pool.Allocate(200, all));
+  pool.Free(all);
+  for (const BlockId used : {BlockId{0}, BlockId{63}, BlockId{64}, BlockId{130}, BlockId{199}}) {
+    std::vector<BlockId> one;
+    ASSERT_TRUE(pool.Allocate(static_cast<std::int32_t>(used) + 1, one));  // lowest first: 0..used
+    pool.Free(std::span(one).first(static_cast<std::size_t>(used)));      // keep only `used`
+    const std::int64_t at = 1000 + static_cast<std::int64_t>(used) * 10;
+    EXPECT_TRUE(pool.AnyAllocatedIn({at, at + 10})) << used;
+    EXPECT_TRUE(pool.AnyAllocatedIn({at + 5, at + 6})) << used;  // inside the block
+    EXPECT_TRUE(pool.AnyAllocatedIn({1000, 3000})) << used;
+    EXPECT_TRUE(pool.AnyAllocatedIn({at - 700, at + 1})) << used;
+    EXPECT_FALSE(pool.AnyAllocatedIn({1000, at})) << used;             // everything below
+    EXPECT_FALSE(pool.AnyAllocatedIn({at + 10, 3000})) << used;        // everything above
+    EXPECT_FALSE(pool.AnyAllocatedIn({3000, 4000})) << used;           // outside the region
+    pool.Free(std::span(one).subspan(static_cast<std::size_t>(used)));
+    EXPECT_FALSE(pool.AnyAllocatedIn({1000, 3000})) << used;
+  }
+}
+
 TEST(KvPoolTest, AllOrNothingWhenShort) {
   KvPool pool;
   pool.Format({0, 100}, 10);
