@@ -37,6 +37,12 @@ struct Instance::Model {
   std::int32_t recurrent_blocks = 0;
   std::deque<Request*> queue;     // arrived, not admitted
   std::vector<Request*> running;  // admitted: decoding, or swapped out at a slot end
+  // Kept as the queue and running set change, so a snapshot's queued work
+  // costs no walk over them: the queue's predicted prefill (exact integer
+  // sums of each request's queued_prefill) and the tokens left to generate
+  // by queued and running calls.
+  Duration queued_prefill{};
+  std::int64_t tokens_left = 0;
   double switch_in_estimate_s = 0;
   // EWMA of measured / profile-predicted step time (1 when the engine runs
   // exactly as profiled, as the sim engine does): the router scales its
@@ -55,6 +61,7 @@ struct Instance::Request {
   TimePoint admitted;
   TimePoint first_token;
   std::int64_t generated = 0;
+  Duration queued_prefill{};  // its predicted prefill, counted in its model's while queued
   std::vector<BlockId> blocks;
   KvSource source = KvSource::kRecompute;
   AdmitPath path = AdmitPath::kPrefill;
@@ -354,7 +361,12 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   r->call = std::move(call);
   r->model = index;
   r->arrived = now;
-  models_[static_cast<std::size_t>(index)]->queue.push_back(r.get());
+  Model& m = *models_[static_cast<std::size_t>(index)];
+  r->queued_prefill = FromSeconds(m.profile->PrefillSeconds(r->call.prompt_tokens - r->call.prefix_tokens,
+                                                            r->call.prefix_tokens));
+  m.queued_prefill += r->queued_prefill;
+  m.tokens_left += r->call.output_tokens;
+  m.queue.push_back(r.get());
   requests_.emplace(id, std::move(r));
 }
 
@@ -715,6 +727,8 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
     items_.push_back(item);
     predicted += cost;
     tokens += guess.new_tokens;
+    m.queued_prefill -= r.queued_prefill;
+    m.tokens_left -= r.call.output_tokens;
     it = m.queue.erase(it);
   }
   if (session_prefill) {
@@ -861,8 +875,11 @@ bool Instance::Cancel(std::int64_t call_id) {
   if (it == requests_.end()) return false;
   Request& r = *it->second;
   Model& m = *models_[static_cast<std::size_t>(r.model)];
-  std::erase(m.queue, &r);
-  std::erase(m.running, &r);
+  if (std::erase(m.queue, &r) > 0) {
+    m.queued_prefill -= r.queued_prefill;
+    m.tokens_left -= r.call.output_tokens;
+  }
+  if (std::erase(m.running, &r) > 0) m.tokens_left -= r.call.output_tokens - r.generated;
   if (!r.blocks.empty()) pool_.Free(r.blocks);  // includes the session's reused device blocks
   if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, r.prompt_chain(config_.block_tokens), r.pinned_host_blocks);
   if (Session* s = SessionOf(r); s != nullptr && s->busy) {
@@ -914,6 +931,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   rec.reused_tokens = r.reused;
   rec.preemptions = r.preemptions;
   std::erase(m.running, &r);
+  m.tokens_left -= r.call.output_tokens - r.generated;  // none left when it finished
   const std::int64_t id = r.call.id;
   events.OnFinished(rec);
   requests_.erase(id);
@@ -975,6 +993,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
         r->first_token = end;
         events.OnFirstToken(r->call.id, end);
         m.running.push_back(r);
+        m.tokens_left += r->call.output_tokens - r->generated;
       }
       for (Request* r : batch_) {
         if (r->generated >= r->call.output_tokens && !r->swapped) Finish(*r, end, events);
@@ -995,7 +1014,9 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       batch_.clear();
       for (Request* r : m.running) {
         if (r->swapped) continue;
+        const std::int64_t was = r->generated;
         r->generated = std::min(r->generated + step_.decode.iterations, r->call.output_tokens);
+        m.tokens_left -= r->generated - was;
         events.OnTokens(r->call.id, r->generated, end);
         if (r->generated >= r->call.output_tokens) batch_.push_back(r);
       }
@@ -1025,18 +1046,18 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     t.active = static_cast<std::int32_t>(i) == active_;
     const auto chunks = stager_.chunks();
     t.staged = stager_.staged_model() == m.name && !chunks.empty();
-    t.staged_coverage = t.staged ? stager_.Plan(m.name, m.profile->weight_bytes_per_rank).coverage() : 0.0;
+    // As Plan(...).coverage(), without building a plan.
+    t.staged_coverage = t.staged && m.profile->weight_bytes_per_rank > 0
+                            ? static_cast<double>(stager_.CleanBytes()) /
+                                  static_cast<double>(m.profile->weight_bytes_per_rank)
+                            : 0.0;
     t.queued = static_cast<std::int32_t>(m.queue.size());
     t.running = static_cast<std::int32_t>(m.running.size());
-    double work = 0;
+    // Prefill of the queue, and the tokens left to generate at this batch's
+    // per-call share of a decode step.
     const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, t.running), 32768);
-    for (const Request* r : m.queue) {
-      work += m.profile->PrefillSeconds(r->call.prompt_tokens - r->call.prefix_tokens, r->call.prefix_tokens) +
-              static_cast<double>(r->call.output_tokens) * t_d / std::max<std::int32_t>(1, t.running);
-    }
-    for (const Request* r : m.running) {
-      work += static_cast<double>(r->call.output_tokens - r->generated) * t_d / std::max<std::int32_t>(1, t.running);
-    }
+    const double work = ToSeconds(m.queued_prefill) +
+                        static_cast<double>(m.tokens_left) * t_d / std::max<std::int32_t>(1, t.running);
     t.queued_work_s = work;
     t.switch_in_s = t.active ? 0.0 : m.switch_in_estimate_s;
     t.full_open_s = m.full_open_s;

@@ -65,6 +65,8 @@ class Stager {
   std::uint64_t serial() const { return serial_; }
   // Bytes of clean or in-progress chunks: what staging occupies in HBM now.
   std::int64_t StagedBytes() const { return staged_bytes_; }
+  // Bytes of clean chunks: what Plan for the staged model gathers on device.
+  std::int64_t CleanBytes() const { return staged_bytes_ - (writing_ != SIZE_MAX ? ChunkBytes(writing_) : 0); }
   std::span<const ChunkState> chunks() const { return states_; }
   // Chunk i holds weight bytes [i * chunk_bytes(), ...) of the staged model.
   std::int64_t chunk_bytes() const { return chunk_bytes_; }

@@ -459,6 +459,54 @@ TEST(InstanceTelemetryTest, IdleSessionsWithNothingOnDeviceAreForgotten) {
   EXPECT_TRUE(held.contains("x"));
 }
 
+// A snapshot's queued work is the queue's predicted prefill plus the tokens
+// left to generate at the batch's share of a decode step; it returns to zero
+// when calls finish or are cancelled.
+TEST(InstanceTelemetryTest, QueuedWorkFollowsTheQueueAndTheTokensLeft) {
+  const ModelProfile p = testing::TinyProfile("m");
+  Harness h(Cold({"m"}), {p});
+  h.Warmup("m");
+  Instance& inst = h.instance();
+  auto queued_work = [&](double at_s) {
+    InstanceTelemetry t;
+    inst.Snapshot(TimePoint{} + FromSeconds(at_s), t, false);
+    return t.models.at(0).queued_work_s;
+  };
+  auto call = [](std::int64_t id, const char* session, std::int64_t prompt, std::int64_t output) {
+    CallRequest r;
+    r.id = id;
+    r.session_id = session;
+    r.model = "m";
+    r.prompt_tokens = prompt;
+    r.output_tokens = output;
+    return r;
+  };
+  EXPECT_EQ(queued_work(0), 0.0);
+  inst.Enqueue(call(1, "a", 640, 8), TimePoint{});
+  inst.Enqueue(call(2, "b", 320, 4), TimePoint{});
+  const double t_d = p.DecodeStepSeconds(1, 32768);  // nothing running yet: a batch of one
+  EXPECT_NEAR(queued_work(0), p.PrefillSeconds(640, 0) + p.PrefillSeconds(320, 0) + 12 * t_d, 1e-6);
+  ASSERT_TRUE(inst.Cancel(2));
+  EXPECT_NEAR(queued_work(0), p.PrefillSeconds(640, 0) + 8 * t_d, 1e-6);
+  ASSERT_TRUE(inst.Cancel(1));
+  EXPECT_EQ(queued_work(0), 0.0);
+
+  // Through admission, decode and completion.
+  Harness run(Cold({"m"}), {p});
+  run.Warmup("m");
+  std::vector<double> seen;
+  run.after_step = [&](Instance& i, TimePoint now) {
+    InstanceTelemetry t;
+    i.Snapshot(now, t, false);
+    seen.push_back(t.models.at(0).queued_work_s);
+  };
+  run.Run({{0, "a", 0, "m", 640, 0, 8}, {0, "b", 0, "m", 320, 0, 4}, {0.5, "c", 0, "m", 640, 0, 6}});
+  ASSERT_GT(seen.size(), 3u);
+  EXPECT_GT(*std::max_element(seen.begin(), seen.end()), 0.0);
+  for (double w : seen) EXPECT_GE(w, 0.0);
+  EXPECT_EQ(seen.back(), 0.0);  // all finished
+}
+
 TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {
   ProfileSet set;
   set.Add(testing::TinyProfile("m"));

@@ -20,6 +20,7 @@ TEST_F(StagerTest, FullyStagedCleanChunksGatherDeviceToDevice) {
   const GatherPlan plan = stager.Plan("next", 300);
   EXPECT_EQ(plan.path, SwitchPath::kD2d);
   EXPECT_EQ(plan.d2d_bytes, 300);
+  EXPECT_EQ(stager.CleanBytes(), 300);
   EXPECT_EQ(plan.h2d_bytes, 0);
   EXPECT_EQ(stager.ChunkRange(0), (Region{900, 1000}));  // chunk 0 at the top
 }
@@ -30,6 +31,8 @@ TEST_F(StagerTest, UnfinishedStagingIsPartialAndOtherModelsAreH2d) {
   const GatherPlan plan = stager.Plan("next", 300);
   EXPECT_EQ(plan.path, SwitchPath::kPartial);
   EXPECT_EQ(plan.d2d_bytes, 100);
+  EXPECT_EQ(stager.CleanBytes(), 100);  // the chunk being written does not count
+  EXPECT_EQ(stager.StagedBytes(), 200);
   EXPECT_EQ(plan.h2d_bytes, 200);
   EXPECT_EQ(stager.Plan("other", 300).path, SwitchPath::kH2d);
 }
@@ -45,6 +48,7 @@ TEST_F(StagerTest, OverlappingKvAllocationDirtiesChunkAndGatherReloadsIt) {
   const GatherPlan plan = stager.Plan("next", 300);
   EXPECT_EQ(plan.path, SwitchPath::kPartial);
   EXPECT_EQ(plan.d2d_bytes, 200);
+  EXPECT_EQ(stager.CleanBytes(), 200);
   EXPECT_EQ(plan.h2d_bytes, 100);  // the dirty chunk comes from host
   EXPECT_EQ(plan.dirty_bytes, 100);
 }
