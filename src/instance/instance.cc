@@ -910,6 +910,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   while (!recent_finishes_.empty() && recent_finishes_.front().first + hold <= now) recent_finishes_.pop_front();
   recent_finishes_.emplace_back(now, &s);
   if (config_.ablation.hkvr) {
+    TakeHostDrops();  // drops so far concern the chain as it was before this checkpoint
     const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
                                          m.profile->h2d_bytes_per_s, s.owner);
@@ -1124,17 +1125,34 @@ void Instance::Forget(Session& s, bool delta, InstanceTelemetry& out) {
 }
 
 void Instance::TakeHostDrops() {
-  for (ChainOwner owner : hkvr_.dropped_owners()) {
-    if (owner == HostKvRegistry::kAnyOwner) {
+  for (const HostKvRegistry::Drop& d : hkvr_.drops()) {
+    if (d.owner == HostKvRegistry::kAnyOwner) {
       all_dirty_ = true;
       continue;
     }
-    auto it = by_owner_.find(owner);
+    auto it = by_owner_.find(d.owner);
     if (it == by_owner_.end()) continue;
-    it->second->host_blocks = -1;
-    MarkDirty(*it->second);
+    Session& s = *it->second;
+    // A chain walk starts at the segment keyed by its first block, so a
+    // drop there is on the session's path exactly when that block is its
+    // chain's; a segment further in may be bypassed by another that holds
+    // the same blocks (registered again after an eviction): probe again.
+    if (s.host_blocks < 0 || d.start > 0) {
+      s.host_blocks = -1;
+      MarkDirty(s);
+      continue;
+    }
+    // The drop shortens the session's host prefix only if its chain ran
+    // through the blocks that went, and only if the prefix reached them.
+    const auto cut = static_cast<std::size_t>(d.start + d.kept);
+    if (s.model < 0 || models_[static_cast<std::size_t>(s.model)]->id != d.model || cut >= s.chain.size() ||
+        s.chain[cut] != d.dropped || s.host_blocks <= d.start + d.kept) {
+      continue;
+    }
+    s.host_blocks = d.start + d.kept;
+    MarkDirty(s);
   }
-  hkvr_.ClearDroppedOwners();
+  hkvr_.ClearDrops();
 }
 
 void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out) {
@@ -1171,6 +1189,19 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
   s.reported = state;
   s.reported_tokens = tokens;
   s.reported_model = s.model;
+}
+
+std::int32_t Instance::StaleHostPrefixes(TimePoint now) const {
+  std::int32_t stale = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (s->model < 0 || s->host_blocks < 0 || now < s->checkpoint_done) continue;
+    const bool pending = std::any_of(hkvr_.drops().begin(), hkvr_.drops().end(), [&](const auto& d) {
+      return d.owner == HostKvRegistry::kAnyOwner || d.owner == s->owner;
+    });
+    if (pending) continue;  // the next snapshot takes these drops first
+    if (hkvr_.Probe(models_[static_cast<std::size_t>(s->model)]->id, s->chain) != s->host_blocks) ++stale;
+  }
+  return stale;
 }
 
 std::string Instance::Describe() const {

@@ -230,6 +230,10 @@ class Instance {
   AdminResult AdminClose(const std::string& model);
   // A one-line account of the scheduler's state, for diagnostics.
   std::string Describe() const;
+  // For tests: sessions whose cached host-restorable prefix (what snapshots
+  // report once a checkpoint's copies landed) differs from a fresh probe of
+  // the registry. Zero unless the drop bookkeeping is wrong.
+  std::int32_t StaleHostPrefixes(TimePoint now) const;
   std::int64_t hbm_cap_bytes() const;
   // The memory substrate an engine with real memory works on.
   Substrate substrate() const { return Substrate{&layout_, &pool_, &stager_, config_.block_tokens}; }

@@ -7,7 +7,7 @@
 
 namespace talaria {
 namespace {
-constexpr std::size_t kDroppedOwnersCap = 4096;
+constexpr std::size_t kDropsCap = 4096;
 }  // namespace
 
 std::int32_t AgreedBlocks(std::span<const RankReport> ranks) {
@@ -67,21 +67,31 @@ void HostKvRegistry::TouchMatches() {
   for (auto m = walk_.rbegin(); m != walk_.rend(); ++m) Touch(*m->segment);  // tail first
 }
 
-void HostKvRegistry::LogDrop(const Segment& s) {
-  const ChainOwner logged = s.shared || s.owner == 0 ? kAnyOwner : s.owner;
-  if (dropped_owners_.size() >= kDroppedOwnersCap) dropped_owners_.assign(1, kAnyOwner);
-  if (dropped_owners_.empty() || dropped_owners_.back() != logged) dropped_owners_.push_back(logged);
+void HostKvRegistry::LogDrop(const Segment& s, PrefixHash dropped) {
+  if (!drops_.empty() && drops_.back().owner == kAnyOwner) return;  // says it all already
+  if (s.shared || s.owner == 0 || drops_.size() >= kDropsCap) {
+    drops_.assign(1, Drop{kAnyOwner});
+    return;
+  }
+  if (!drops_.empty() && drops_.back().owner == s.owner && drops_.back().model == s.model &&
+      drops_.back().first == s.first) {
+    drops_.back().kept = s.size();  // the same segment trimmed again
+    drops_.back().dropped = dropped;
+    return;
+  }
+  drops_.push_back(Drop{s.owner, s.model, s.first, s.start, s.size(), dropped});
 }
 
 void HostKvRegistry::TrimTail(Segment& s) {
   used_ -= s.block_bytes + s.tail_bytes;
   s.tail_bytes = 0;
+  const PrefixHash dropped = s.hashes.back();
   s.hashes.pop_back();
   s.done_at.pop_back();
   s.published = std::min(s.published, s.size());
   ++evicted_;
   ++version_;
-  LogDrop(s);
+  LogDrop(s, dropped);
   if (s.hashes.empty()) {
     lru_.erase(s.lru);
     segments_.erase(Key{s.model, s.first});
@@ -138,6 +148,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
         grow = &it->second;
         grow->model = model;
         grow->first = *from;
+        grow->start = present;
         grow->block_bytes = block_bytes;
         grow->owner = owner;
         grow->lru = lru_.insert(lru_.end(), grow);

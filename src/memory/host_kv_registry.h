@@ -110,13 +110,27 @@ class HostKvRegistry {
   // against it.
   std::uint64_t version() const { return version_; }
 
-  // Owners whose registered blocks were dropped (evicted) since the last
-  // ClearDroppedOwners, in drop order (consecutive repeats folded);
-  // kAnyOwner when the drop may concern any owner. Lets a caller refresh
-  // only the chains that changed. Bounded: past a few thousand entries it
-  // collapses to kAnyOwner.
-  const std::vector<ChainOwner>& dropped_owners() const { return dropped_owners_; }
-  void ClearDroppedOwners() { dropped_owners_.clear(); }
+  // A drop (eviction) since the last ClearDrops: a segment of `model` that
+  // starts at block `start` of its owner's chains keeps its first `kept`
+  // blocks; `dropped` is the hash of the first block that went (chain
+  // position start + kept). So a chain of `owner` that ran through that
+  // block (chain[start + kept] == dropped) now holds at most start + kept
+  // blocks; other chains of that owner (one that branched off the segment
+  // before it) are untouched. owner kAnyOwner: the
+  // drop may concern any owner (a segment several owners' chains run
+  // through, or one checkpointed without owner). In drop order, repeated
+  // trims of one segment folded. Bounded: past a few thousand entries the
+  // log collapses to one kAnyOwner.
+  struct Drop {
+    ChainOwner owner = 0;
+    ModelId model = 0;
+    PrefixHash first = 0;    // the segment's key
+    std::int32_t start = 0;
+    std::int32_t kept = 0;
+    PrefixHash dropped = 0;
+  };
+  const std::vector<Drop>& drops() const { return drops_; }
+  void ClearDrops() { drops_.clear(); }
 
   std::int64_t used_bytes() const { return used_; }
   std::int64_t capacity_bytes() const { return capacity_; }
@@ -140,6 +154,7 @@ class HostKvRegistry {
   struct Segment {
     ModelId model = 0;
     PrefixHash first = 0;             // its key's hash (the first block's, even once trimmed away)
+    std::int32_t start = 0;           // the first block's position in the chain
     std::vector<PrefixHash> hashes;   // its blocks, in chain order (trimmed from the back)
     std::vector<TimePoint> done_at;   // when each block's D2H copy completes
     std::int32_t published = 0;       // leading blocks whose copy completed
@@ -174,7 +189,7 @@ class HostKvRegistry {
   void TrimTail(Segment& s);
   void Touch(Segment& s);
   void TouchMatches();  // walk_ tail first
-  void LogDrop(const Segment& s);
+  void LogDrop(const Segment& s, PrefixHash dropped);
 
   std::int64_t capacity_;
   std::int64_t used_ = 0;
@@ -184,7 +199,7 @@ class HostKvRegistry {
   std::unordered_map<Key, Segment, KeyHash> segments_;
   std::list<Segment*> lru_;          // front = least recently used
   std::deque<Segment*> in_flight_;   // segments with copies pending, in completion order
-  std::vector<ChainOwner> dropped_owners_;
+  std::vector<Drop> drops_;
   mutable std::vector<Match> walk_;  // scratch for one call (no allocation per call)
 };
 

@@ -395,6 +395,7 @@ TEST(InstanceTelemetryTest, DeltaSnapshotsAddUpToFullOnes) {
     h.after_step = [&](Instance& inst, TimePoint now) {
       InstanceTelemetry t;
       inst.Snapshot(now, t, delta && !seen.empty());
+      EXPECT_EQ(inst.StaleHostPrefixes(now), 0) << "at " << ToSeconds(now) << " s";
       if (!t.sessions_delta) held.clear();
       for (const auto& [id, p] : t.sessions) {
         if (p.state == KvState::kMissing) held.erase(id);

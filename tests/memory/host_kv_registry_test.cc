@@ -141,7 +141,11 @@ TEST(HostKvRegistryTest, ACheckpointCopiesAgainWhatWasEvictedSince) {
   hkvr.CompleteCopies(AtSeconds(1));
   const auto rb = hkvr.Checkpoint(0, b, 5, 100, 0, AtSeconds(1), kRate, 2);
   ASSERT_EQ(rb.copied_blocks, 5);  // room made by evicting a's two tail blocks
-  EXPECT_THAT(hkvr.dropped_owners(), ::testing::ElementsAre(ChainOwner{1}));
+  ASSERT_EQ(hkvr.drops().size(), 1u);  // a's segment, trimmed twice: folded
+  EXPECT_EQ(hkvr.drops()[0].owner, ChainOwner{1});
+  EXPECT_EQ(hkvr.drops()[0].first, a[0]);
+  EXPECT_EQ(hkvr.drops()[0].start, 0);
+  EXPECT_EQ(hkvr.drops()[0].kept, 3);
   EXPECT_EQ(hkvr.Probe(0, a), 3);
   ExtendSessionChain(a, 64 * 5, 64 * 6, 64, 10, 1);  // a's next call adds a block
   hkvr.CompleteCopies(AtSeconds(2));
@@ -178,9 +182,10 @@ TEST(HostKvRegistryTest, DroppingASharedBlockIsReportedForAnyOwner) {
   hkvr.CompleteCopies(AtSeconds(1));
   hkvr.Checkpoint(0, other, 2, 100, 0, AtSeconds(2), kRate, 3);
   ASSERT_FALSE(hkvr.IsPublished(0, shared[0]));
-  EXPECT_THAT(hkvr.dropped_owners(), ::testing::ElementsAre(HostKvRegistry::kAnyOwner));
-  hkvr.ClearDroppedOwners();
-  EXPECT_TRUE(hkvr.dropped_owners().empty());
+  ASSERT_EQ(hkvr.drops().size(), 1u);
+  EXPECT_EQ(hkvr.drops()[0].owner, HostKvRegistry::kAnyOwner);
+  hkvr.ClearDrops();
+  EXPECT_TRUE(hkvr.drops().empty());
 }
 
 // Segments cost one lookup each, so a checkpoint of a long chain that grows
