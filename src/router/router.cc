@@ -6,6 +6,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "core/units.h"
@@ -143,7 +145,9 @@ struct Router::Impl {
   std::vector<std::string> model_names;
   std::vector<double> output_estimate;  // per catalogue model, EWMA of completions
   std::vector<std::vector<Candidate>> by_model;  // [catalogue model][instance]
-  std::unordered_map<std::string, SessionEntry, StringHash, std::equal_to<>> sessions;
+  // Open addressing (one probe of contiguous slots per lookup, the key and
+  // entry inline): a decision looks its session up among ~100,000.
+  absl::flat_hash_map<std::string, SessionEntry, StringHash, std::equal_to<>> sessions;
   std::list<std::string> lru;  // front = least recently used
   std::unordered_map<std::uint64_t, std::string> lease_owner;  // live lease id -> session
   std::deque<std::pair<TimePoint, std::uint64_t>> lease_expiry;  // FIFO: tau is constant
