@@ -31,6 +31,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "core/time.h"
 #include "engine/engine.h"
 #include "instance/config.h"
@@ -302,11 +304,14 @@ class Instance {
   KvPool pool_;
   Stager stager_;
   HostKvRegistry hkvr_;
-  std::unordered_map<std::int64_t, std::unique_ptr<Request>> requests_;
-  std::unordered_map<std::string, std::unique_ptr<Session>> sessions_;
+  // Open-addressing tables (absl): at cluster scale every instance's tables
+  // are cold when touched, and a lookup here costs one probe of contiguous
+  // slots instead of a bucket and a node.
+  absl::flat_hash_map<std::int64_t, std::unique_ptr<Request>> requests_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
   // Telemetry bookkeeping: sessions by HKVR chain owner, those whose
   // snapshot entry may have changed, and whether all may have.
-  std::unordered_map<ChainOwner, Session*> by_owner_;
+  absl::flat_hash_map<ChainOwner, Session*> by_owner_;
   ChainOwner next_owner_ = 1;
   std::vector<Session*> dirty_;
   std::vector<Session*> dirty_scratch_;

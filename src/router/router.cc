@@ -294,7 +294,7 @@ struct Router::Impl {
       auto l = std::find_if(held.begin(), held.end(), [&](const Location& x) { return x.instance == index; });
       if (l == held.end()) {
         held.push_back(Location{index, model, c.state, c.tokens});
-        if (!inst.indexed_sessions.contains(id)) inst.indexed_sessions.emplace(id);
+        inst.indexed_sessions.insert(id);  // copies the id only if absent
       } else {
         *l = Location{index, model, c.state, c.tokens};
       }
