@@ -898,7 +898,10 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   Model& m = *models_[static_cast<std::size_t>(r.model)];
   Session& s = SessionFor(r);
   --s.requests;  // the request ends here
-  s.chain.assign(r.call.chain.begin(), r.call.chain.end());
+  // The new context extends a prefix of the previous one: copy only what differs.
+  const auto keep = static_cast<std::size_t>(CommonBlocks(s.chain, r.call.chain));
+  s.chain.resize(keep);
+  s.chain.insert(s.chain.end(), r.call.chain.begin() + static_cast<std::ptrdiff_t>(keep), r.call.chain.end());
   s.blocks = std::move(r.blocks);
   TrackDevice(s);
   s.model = r.model;
