@@ -93,8 +93,8 @@ struct Instance::Session {
   bool busy = false;
   TimePoint last_use;
   // Telemetry cache of the host-restorable prefix once its checkpoint's
-  // copies land (-1: probe again, the registry dropped one of its blocks);
-  // probed while they are in flight.
+  // copies land, shortened by the registry's drops (-1: probe again, a drop
+  // that could not be placed on its chain); probed while copies are in flight.
   TimePoint checkpoint_done;
   std::int32_t host_blocks = -1;
   // What the last snapshot said of it, and whether that may be out of date.
@@ -920,7 +920,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
     s.checkpoint_done = result.done;
     // Once its copies land the registry holds this much of the chain; an
-    // eviction since is in the registry's drop log and resets it (-1).
+    // eviction since reaches it through the registry's drop log.
     s.host_blocks = result.present_blocks + result.copied_blocks;
   }
   CallRecord rec;

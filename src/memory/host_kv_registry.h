@@ -59,7 +59,7 @@ std::int32_t AgreedBlocks(std::span<const RankReport> ranks);
 
 class HostKvRegistry {
  public:
-  // Stands in dropped_owners() for a drop that may concern any owner (a
+  // Stands in drops() for a drop that may concern any owner (a
   // block several owners' chains hold, or one checkpointed without owner).
   static constexpr ChainOwner kAnyOwner = ~ChainOwner{0};
 
