@@ -93,13 +93,17 @@ struct ProfileTerms {
   double kv_bytes = 0;     // KV the call needs per rank (prompt + expected output)
 };
 
-struct InstanceState {
-  // Hot fields first: the cost loop reads these for every candidate.
+// What the cost loop reads of an instance for every candidate, kept in one
+// dense array (24 bytes an instance) apart from the rest of its state.
+struct InstanceHot {
+  TimePoint snapshot_at;
+  double overlay_total_s = 0;
+  std::int32_t live_leases = 0;
   bool has_snapshot = false;
   bool healthy = true;
-  std::int32_t live_leases = 0;
-  double overlay_total_s = 0;
-  TimePoint snapshot_at;
+};
+
+struct InstanceState {
   std::uint64_t snapshot_version = 0;
   std::string name;
   std::int32_t tp = 0;
@@ -141,6 +145,7 @@ struct Candidate {
 struct Router::Impl {
   const ProfileSet& profiles;
   std::vector<InstanceState> instances;
+  std::vector<InstanceHot> hot;  // [instance]
   std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>> model_ids;
   std::vector<std::string> model_names;
   std::vector<double> output_estimate;  // per catalogue model, EWMA of completions
@@ -245,7 +250,7 @@ struct Router::Impl {
       if (owner == lease_owner.end()) continue;  // consumed or discarded already
       auto s = sessions.find(owner->second);
       if (s != sessions.end() && s->second.lease.id == id) {
-        --instances[static_cast<std::size_t>(s->second.lease.instance)].live_leases;
+        --hot[static_cast<std::size_t>(s->second.lease.instance)].live_leases;
         s->second.lease = Lease{};
       }
       lease_owner.erase(owner);
@@ -274,7 +279,7 @@ struct Router::Impl {
     inst.indexed_sessions.clear();
     for (const auto& [id, c] : t.sessions) {
       const std::int32_t model = ModelId(c.model);
-      Entry(id, inst.snapshot_at).held.push_back(Location{index, model, c.state, c.tokens});
+      Entry(id, hot[static_cast<std::size_t>(index)].snapshot_at).held.push_back(Location{index, model, c.state, c.tokens});
       inst.indexed_sessions.insert(id);
     }
   }
@@ -290,7 +295,7 @@ struct Router::Impl {
         continue;
       }
       const std::int32_t model = ModelId(c.model);
-      std::vector<Location>& held = Entry(id, inst.snapshot_at).held;
+      std::vector<Location>& held = Entry(id, hot[static_cast<std::size_t>(index)].snapshot_at).held;
       auto l = std::find_if(held.begin(), held.end(), [&](const Location& x) { return x.instance == index; });
       if (l == held.end()) {
         held.push_back(Location{index, model, c.state, c.tokens});
@@ -303,21 +308,22 @@ struct Router::Impl {
 
   void DropLease(SessionEntry& e) {
     if (e.lease.id == 0) return;
-    if (lease_owner.erase(e.lease.id) > 0) --instances[static_cast<std::size_t>(e.lease.instance)].live_leases;
+    if (lease_owner.erase(e.lease.id) > 0) --hot[static_cast<std::size_t>(e.lease.instance)].live_leases;
     e.lease = Lease{};
   }
 
-  bool Fresh(const InstanceState& inst, TimePoint now, double stale_after_s) const {
-    return inst.healthy && inst.has_snapshot && ToSeconds(now - inst.snapshot_at) <= stale_after_s;
+  bool Fresh(std::int32_t i, TimePoint now, double stale_after_s) const {
+    const InstanceHot& h = hot[static_cast<std::size_t>(i)];
+    return h.healthy && h.has_snapshot && ToSeconds(now - h.snapshot_at) <= stale_after_s;
   }
 
   // Where this instance holds the session's prefix for `model`, in tokens.
-  KvState CachedState(const InstanceState& inst, std::int32_t index, const std::vector<Location>* locs,
-                      std::int32_t model, const SessionEntry* entry, std::int64_t& tokens) const {
+  KvState CachedState(std::int32_t index, const std::vector<Location>* locs, std::int32_t model,
+                      const SessionEntry* entry, std::int64_t& tokens) const {
     tokens = 0;
     // Completions after the snapshot: the router knows the KV is on device there.
     if (entry != nullptr && entry->last_instance == index && entry->model == model &&
-        entry->last_done > inst.snapshot_at) {
+        entry->last_done > hot[static_cast<std::size_t>(index)].snapshot_at) {
       tokens = entry->kv_tokens;
       return KvState::kDevice;
     }
@@ -331,8 +337,9 @@ struct Router::Impl {
     return KvState::kMissing;
   }
 
-  double Load(const InstanceState& inst, double unit_s) const {
-    return inst.load_s + inst.overlay_total_s + inst.live_leases * unit_s;
+  double Load(std::int32_t i, double unit_s) const {
+    const InstanceHot& h = hot[static_cast<std::size_t>(i)];
+    return instances[static_cast<std::size_t>(i)].load_s + h.overlay_total_s + h.live_leases * unit_s;
   }
 };
 
@@ -345,6 +352,7 @@ Router::Router(RouterOptions options, std::vector<std::string> instances, std::v
     s.name = instances[i];
     s.tp = tps[i];
     impl_->instances.push_back(std::move(s));
+    impl_->hot.emplace_back();
   }
 }
 
@@ -353,20 +361,21 @@ Router::~Router() = default;
 std::size_t Router::sessions() const { return impl_->sessions.size(); }
 
 void Router::SetHealthy(std::int32_t instance, bool healthy) {
-  impl_->instances[static_cast<std::size_t>(instance)].healthy = healthy;
+  impl_->hot[static_cast<std::size_t>(instance)].healthy = healthy;
 }
 
 void Router::OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapshot, TimePoint now) {
   InstanceState& inst = impl_->instances[static_cast<std::size_t>(instance)];
-  if (inst.has_snapshot && snapshot.version <= inst.snapshot_version) return;  // out of order
+  InstanceHot& hot = impl_->hot[static_cast<std::size_t>(instance)];
+  if (hot.has_snapshot && snapshot.version <= inst.snapshot_version) return;  // out of order
   // A delta applies only on top of the snapshot it was taken against; one
   // that does not (a lost snapshot) keeps the old session index and asks for
   // a full snapshot next.
-  const bool delta_applies = snapshot.sessions_delta && !inst.wants_full && inst.has_snapshot &&
+  const bool delta_applies = snapshot.sessions_delta && !inst.wants_full && hot.has_snapshot &&
                              snapshot.sessions_base == inst.snapshot_version;
   inst.snapshot_version = snapshot.version;
-  inst.snapshot_at = snapshot.taken_at;
-  inst.has_snapshot = true;
+  hot.snapshot_at = snapshot.taken_at;
+  hot.has_snapshot = true;
   impl_->Remap(instance, inst, snapshot);
   if (!snapshot.sessions_delta) {
     impl_->Reindex(instance, inst, snapshot);
@@ -378,14 +387,14 @@ void Router::OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapsho
   }
   // The overlay keeps only forwards the snapshot could not have seen.
   const auto i = static_cast<std::size_t>(instance);
-  while (!inst.overlay.empty() && inst.overlay.front().at <= inst.snapshot_at) {
+  while (!inst.overlay.empty() && inst.overlay.front().at <= hot.snapshot_at) {
     impl_->by_model[static_cast<std::size_t>(inst.overlay.front().model)][i].overlay_work_s -= inst.overlay.front().work_s;
-    inst.overlay_total_s -= inst.overlay.front().work_s;
+    hot.overlay_total_s -= inst.overlay.front().work_s;
     inst.overlay.pop_front();
   }
   if (inst.overlay.empty()) {
     for (auto& per_model : impl_->by_model) per_model[i].overlay_work_s = 0;
-    inst.overlay_total_s = 0;
+    hot.overlay_total_s = 0;
   }
   (void)now;
 }
@@ -408,11 +417,10 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   if (options_.policy != RouterPolicy::kFull || options_.lease_tau_s <= 0) return;
   // The successor lease: installed only here, never by routing.
   im.DropLease(e);
-  InstanceState& inst = im.instances[static_cast<std::size_t>(instance)];
   e.lease = Lease{instance, model_id, kv_tokens, now + FromSeconds(options_.lease_tau_s), now, im.next_lease++};
   im.lease_owner.emplace(e.lease.id, std::string(session_id));
   im.lease_expiry.emplace_back(e.lease.expires, e.lease.id);
-  ++inst.live_leases;
+  ++im.hot[static_cast<std::size_t>(instance)].live_leases;
   ++counters_.leases_installed;
 }
 
@@ -463,15 +471,14 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     return RouteDecision::Overload::kNoInstance;
   };
   auto serves = [&](std::int32_t i) {
-    return im.instances[static_cast<std::size_t>(i)].has_snapshot && cands[static_cast<std::size_t>(i)].serves;
+    return im.hot[static_cast<std::size_t>(i)].has_snapshot && cands[static_cast<std::size_t>(i)].serves;
   };
   auto commit = [&](std::int32_t i, RouteDecision::Reason reason, double work_s) {
     d.instance = i;
     d.reason = reason;
-    InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
-    inst.overlay.push_back(OverlayEntry{now, model, work_s});
+    im.instances[static_cast<std::size_t>(i)].overlay.push_back(OverlayEntry{now, model, work_s});
     im.by_model[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].overlay_work_s += work_s;
-    inst.overlay_total_s += work_s;
+    im.hot[static_cast<std::size_t>(i)].overlay_total_s += work_s;
     if (entry.first_instance < 0) entry.first_instance = i;
     entry.last_instance = i;
     entry.model = model;
@@ -494,13 +501,12 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     std::int32_t best = -1;
     double best_load = kInf;
     for (std::int32_t i = 0; i < n; ++i) {
-      const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
       if (!serves(i)) continue;
-      if (!im.Fresh(inst, now, options_.stale_after_s)) {
+      if (!im.Fresh(i, now, options_.stale_after_s)) {
         ++counters_.stale_exclusions;
         continue;
       }
-      const double load = im.Load(inst, options_.lease_unit_s);
+      const double load = im.Load(i, options_.lease_unit_s);
       if (load < best_load) best = i, best_load = load;
     }
     return best;
@@ -513,13 +519,13 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     case RouterPolicy::kPrefixAware: {
       std::int32_t pick = -1;
       if (options_.policy == RouterPolicy::kSessionSticky && entry.first_instance >= 0 &&
-          im.instances[static_cast<std::size_t>(entry.first_instance)].healthy &&
+          im.hot[static_cast<std::size_t>(entry.first_instance)].healthy &&
           serves(entry.first_instance)) {
         pick = entry.first_instance;
       } else if (options_.policy == RouterPolicy::kRoundRobin) {
         for (std::int32_t k = 0; k < n && pick < 0; ++k) {
           const std::int32_t i = static_cast<std::int32_t>((im.round_robin + static_cast<std::uint32_t>(k)) % static_cast<std::uint32_t>(n));
-          if (serves(i) && im.Fresh(im.instances[static_cast<std::size_t>(i)], now, options_.stale_after_s)) {
+          if (serves(i) && im.Fresh(i, now, options_.stale_after_s)) {
             pick = i;
             im.round_robin = static_cast<std::uint32_t>(i + 1);
           }
@@ -529,18 +535,17 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
         std::int32_t best = -1;
         std::int64_t best_tokens = 0;
         for (std::int32_t i = 0; i < n; ++i) {
-          const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
-          if (!serves(i) || !im.Fresh(inst, now, options_.stale_after_s)) continue;
+          if (!serves(i) || !im.Fresh(i, now, options_.stale_after_s)) continue;
           std::int64_t tokens = 0;
-          if (im.CachedState(inst, i, locs, model, &entry, tokens) != KvState::kMissing &&
+          if (im.CachedState(i, locs, model, &entry, tokens) != KvState::kMissing &&
               tokens > best_tokens) {
             best = i, best_tokens = tokens;
           }
         }
         pick = least;
         if (best >= 0 && least >= 0) {
-          const double lb = im.Load(im.instances[static_cast<std::size_t>(best)], options_.lease_unit_s);
-          const double ll = im.Load(im.instances[static_cast<std::size_t>(least)], options_.lease_unit_s);
+          const double lb = im.Load(best, options_.lease_unit_s);
+          const double ll = im.Load(least, options_.lease_unit_s);
           if (lb <= ll * options_.prefix_imbalance + options_.prefix_imbalance_floor_s) pick = best;
         }
       }
@@ -551,7 +556,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
         return d;
       }
       std::int64_t tokens = 0;
-      im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, locs, model, &entry, tokens);
+      im.CachedState(pick, locs, model, &entry, tokens);
       return commit(pick, RouteDecision::Reason::kBaseline,
                     own_work(im.instances[static_cast<std::size_t>(pick)], std::min(tokens, r.prefix_tokens)));
     }
@@ -562,11 +567,11 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   // Algorithm 1, lines 1-9: a live lease for this session and model.
   if (entry.lease.id != 0) {
     const Lease lease = entry.lease;
-    InstanceState& inst = im.instances[static_cast<std::size_t>(lease.instance)];
+    const InstanceState& inst = im.instances[static_cast<std::size_t>(lease.instance)];
     std::int64_t tokens = 0;
     const bool live = lease.expires > now && lease.model == model;
-    const bool restorable = live && inst.healthy &&
-                            im.CachedState(inst, lease.instance, locs, model, &entry, tokens) != KvState::kMissing;
+    const bool restorable = live && im.hot[static_cast<std::size_t>(lease.instance)].healthy &&
+                            im.CachedState(lease.instance, locs, model, &entry, tokens) != KvState::kMissing;
     im.DropLease(entry);  // consumed or discarded: routing never refreshes it
     if (restorable) {
       ++counters_.leases_consumed;
@@ -587,7 +592,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   for (std::int32_t i = 0; i < n; ++i) {
     const Candidate& c = cands[static_cast<std::size_t>(i)];
     if (!c.serves || c.profile == nullptr) continue;
-    const InstanceState& inst = im.instances[static_cast<std::size_t>(i)];
+    const InstanceHot& inst = im.hot[static_cast<std::size_t>(i)];
     if (!inst.has_snapshot || !inst.healthy || now - inst.snapshot_at > stale_after) {
       ++counters_.stale_exclusions;
       continue;
@@ -595,7 +600,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     any_fresh = true;
     const ModelProfile* p = c.profile;
     std::int64_t tokens = 0;
-    const KvState state = im.CachedState(inst, i, locs, model, &entry, tokens);
+    const KvState state = im.CachedState(i, locs, model, &entry, tokens);
     // Eq.1 terms, seconds. The profile-only terms are computed once per
     // distinct profile per decision (a cluster has few), so the per-instance
     // work is a handful of loads and adds.
@@ -647,7 +652,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   }
   d.cost_s = pick_cost;
   std::int64_t tokens = 0;
-  im.CachedState(im.instances[static_cast<std::size_t>(pick)], pick, locs, model, &entry, tokens);
+  im.CachedState(pick, locs, model, &entry, tokens);
   return commit(pick, RouteDecision::Reason::kCost,
                 own_work(im.instances[static_cast<std::size_t>(pick)], std::min(tokens, r.prefix_tokens)));
 }
