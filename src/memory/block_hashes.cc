@@ -35,8 +35,11 @@ void ExtendSessionChain(std::vector<PrefixHash>& chain, std::int64_t prefix_toke
 
 std::int32_t CommonBlocks(std::span<const PrefixHash> a, std::span<const PrefixHash> b) {
   // Hashes are cumulative: the chains agree on a prefix and differ on every
-  // block after it, so the boundary is found by bisection.
-  std::size_t lo = 0, hi = std::min(a.size(), b.size());  // agree below lo; differ at hi and after
+  // block after it, so the boundary is found by bisection (after checking
+  // the common case, one chain a prefix of the other, with one comparison).
+  const std::size_t n = std::min(a.size(), b.size());
+  if (n == 0 || a[n - 1] == b[n - 1]) return static_cast<std::int32_t>(n);
+  std::size_t lo = 0, hi = n - 1;  // agree below lo; differ at hi and after
   while (lo < hi) {
     const std::size_t mid = lo + (hi - lo) / 2;
     if (a[mid] == b[mid]) lo = mid + 1;

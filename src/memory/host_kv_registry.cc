@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "memory/block_hashes.h"
 
 namespace talaria {
 namespace {
@@ -39,22 +40,10 @@ std::int32_t HostKvRegistry::Walk(ModelId model, std::span<const PrefixHash> cha
     auto it = segments_.find(Key{model, chain[static_cast<std::size_t>(pos)]});
     if (it == segments_.end()) break;
     Segment& s = const_cast<Segment&>(it->second);
-    const std::int32_t n = std::min(s.size(), limit - pos);
-    const auto from = chain.begin() + pos;
-    // Hashes are cumulative: equal at block k means equal up to k, so the
-    // matched blocks are a prefix and the boundary is found by bisection.
-    std::int32_t m = 0;
-    if (s.hashes[static_cast<std::size_t>(n - 1)] == from[n - 1]) {
-      m = n;
-    } else {
-      std::int32_t lo = 1, hi = n - 1;  // the first block matches (the key); block n-1 does not
-      while (lo < hi) {
-        const std::int32_t mid = lo + (hi - lo) / 2;
-        if (s.hashes[static_cast<std::size_t>(mid)] == from[mid]) lo = mid + 1;
-        else hi = mid;
-      }
-      m = lo;
-    }
+    const auto n = static_cast<std::size_t>(std::min(s.size(), limit - pos));
+    // The matched blocks are a prefix of the segment (hashes are cumulative).
+    const std::int32_t m = CommonBlocks(std::span(s.hashes).first(n), chain.subspan(static_cast<std::size_t>(pos), n));
+    if (m == 0) break;  // a segment starts with its key block, so m >= 1; never loop in place
     out.push_back(Match{&s, pos, m});
     pos += m;  // a partial match continues in the branch that starts here, if any
   }
