@@ -119,25 +119,30 @@ struct InstanceState {
 
 // What the cost loop needs about one (model, instance) pair, laid out densely
 // per model so a decision scans one array instead of chasing each instance's
-// snapshot. Rebuilt from each snapshot; overlay_work_s follows the overlay.
+// snapshot. Rebuilt from each snapshot (the request-independent terms are
+// computed there); overlay_work_s follows the overlay.
 struct Candidate {
   const ModelProfile* profile = nullptr;
   double queued_work_s = 0;
   double overlay_work_s = 0;
-  double switch_in_s = 0;
-  double full_open_s = 0;
-  double weight_gib = 0;
+  double activation_s = 0;  // C_act: 0 active, switch when resident, open + switch otherwise
+  double prefill_scale = 1;  // measured / profiled, from the instance's rounds
+  double decode_scale = 1;
   double round_estimate_s = 0;
   double round_bound_s = 0;
   double kv_total_bytes = 0;
-  double kv_used_fraction = 0;
-  double slack_fraction = 1;
-  double prefill_scale = 1;  // measured / profiled, from the instance's rounds
-  double decode_scale = 1;
-  std::int32_t running = 0;
+  // Eq.2's right-hand side, T_swap + mu_j * dW_m + nu_m.
+  double replica_threshold_s = 0;
   bool serves = false;
   bool resident = false;
-  bool active = false;
+};
+
+// A candidate that would need a new replica of the model: Eq.2 decides it
+// once the cheapest resident candidate is known.
+struct ReplicaCandidate {
+  std::int32_t instance;
+  double cost_s;
+  double cost_without_activation_s;
 };
 
 }  // namespace
@@ -160,8 +165,8 @@ struct Router::Impl {
   std::uint64_t next_lease = 1;
   std::uint32_t round_robin = 0;
   // Scratch reused per decision (no allocation on the hot path).
-  std::vector<double> cost;
-  std::vector<double> cost_without_activation;
+  std::vector<ReplicaCandidate> replicas;  // fresh, admissible, not resident
+  std::vector<std::int32_t> holders;       // instances holding the session's prefix
   std::vector<ProfileTerms> terms;  // per distinct profile, this decision
 
   // Profile-dependent cost terms of the current request, computed once per
@@ -211,7 +216,7 @@ struct Router::Impl {
     return inst.model_of.back();
   }
 
-  void Remap(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t) {
+  void Remap(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t, const RouterOptions& options) {
     const auto i = static_cast<std::size_t>(index);
     for (auto& per_model : by_model) {
       per_model[i].serves = false;
@@ -219,25 +224,24 @@ struct Router::Impl {
     }
     inst.load_s = 0;
     const double total = static_cast<double>(t.kv_total_bytes);
+    // mu_j of Eq.2 rises with KV use and falls with staging slack.
+    const double kv_used_fraction = total > 0 ? 1.0 - static_cast<double>(t.kv_free_bytes) / total : 0.0;
+    const double slack_fraction = total > 0 ? std::min(1.0, static_cast<double>(t.staging_slack_bytes) / total) : 1.0;
+    const double mu = options.hbm_price_s_per_gib * (1.0 + kv_used_fraction) * (2.0 - slack_fraction);
     for (std::size_t position = 0; position < t.models.size(); ++position) {
       const ModelTelemetry& mt = t.models[position];
       const std::int32_t id = SnapshotModel(inst, position, mt.name);
       Candidate& c = by_model[static_cast<std::size_t>(id)][i];
       c.serves = true;
       c.queued_work_s = mt.queued_work_s;
-      c.switch_in_s = mt.switch_in_s;
-      c.full_open_s = mt.full_open_s;
-      c.weight_gib = ToGiB(mt.weight_bytes_per_rank);
+      c.activation_s = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
       c.round_estimate_s = t.round_estimate_s;
       c.round_bound_s = t.round_bound_s;
       c.kv_total_bytes = total;
-      c.kv_used_fraction = total > 0 ? 1.0 - static_cast<double>(t.kv_free_bytes) / total : 0.0;
-      c.slack_fraction = total > 0 ? std::min(1.0, static_cast<double>(t.staging_slack_bytes) / total) : 1.0;
-      c.running = mt.running;
+      c.replica_threshold_s = mt.full_open_s + mu * ToGiB(mt.weight_bytes_per_rank) + options.replica_penalty_s;
       c.prefill_scale = mt.prefill_scale;
       c.decode_scale = mt.decode_scale;
       c.resident = mt.resident;
-      c.active = mt.active;
       inst.load_s += mt.queued_work_s;
     }
   }
@@ -376,7 +380,7 @@ void Router::OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapsho
   inst.snapshot_version = snapshot.version;
   hot.snapshot_at = snapshot.taken_at;
   hot.has_snapshot = true;
-  impl_->Remap(instance, inst, snapshot);
+  impl_->Remap(instance, inst, snapshot, options_);
   if (!snapshot.sessions_delta) {
     impl_->Reindex(instance, inst, snapshot);
     inst.wants_full = false;
@@ -582,15 +586,34 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     else ++counters_.leases_expired;
   }
 
-  // Lines 10-25: cost placement over fresh candidates.
+  // Lines 10-25: cost placement over fresh candidates. One pass computes
+  // Eq.1 for every candidate and keeps the cheapest resident one; candidates
+  // that would need a new replica are set aside with their cost, and Eq.2
+  // (which needs the best resident cost) decides among them afterwards.
+  // The few instances holding this session's prefix are found first, so the
+  // pass itself treats every other candidate as a recompute.
   im.terms.clear();
-  im.cost.assign(static_cast<std::size_t>(n), kInf);
-  im.cost_without_activation.assign(static_cast<std::size_t>(n), kInf);
+  im.replicas.clear();
+  im.holders.clear();
+  for (const Location& l : entry.held) {
+    if (l.model == model) im.holders.push_back(l.instance);
+  }
+  if (entry.last_instance >= 0 && entry.model == model) im.holders.push_back(entry.last_instance);
+  std::sort(im.holders.begin(), im.holders.end());
+  im.holders.push_back(n);  // sentinel
+  std::size_t next_holder = 0;
   double best_resident = kInf;
+  std::int32_t best_resident_at = -1;
   const Duration stale_after = FromSeconds(options_.stale_after_s);
+  const double lease_unit_s = options_.lease_unit_s;
   bool any_fresh = false;
+  const ProfileTerms* terms = nullptr;
   for (std::int32_t i = 0; i < n; ++i) {
     const Candidate& c = cands[static_cast<std::size_t>(i)];
+    const bool holder = i == im.holders[next_holder];
+    if (holder) {
+      while (im.holders[next_holder] == i) ++next_holder;  // duplicates
+    }
     if (!c.serves || c.profile == nullptr) continue;
     const InstanceHot& inst = im.hot[static_cast<std::size_t>(i)];
     if (!inst.has_snapshot || !inst.healthy || now - inst.snapshot_at > stale_after) {
@@ -599,51 +622,51 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     }
     any_fresh = true;
     const ModelProfile* p = c.profile;
-    std::int64_t tokens = 0;
-    const KvState state = im.CachedState(i, locs, model, &entry, tokens);
     // Eq.1 terms, seconds. The profile-only terms are computed once per
     // distinct profile per decision (a cluster has few), so the per-instance
     // work is a handful of loads and adds.
-    const ProfileTerms& terms = im.TermsFor(p, r, output_tokens);
+    if (terms == nullptr || terms->profile != p) terms = &im.TermsFor(p, r, output_tokens);
     // Queue ahead: the snapshot's, the overlay's forwards, and one admission
     // unit per live lease (capacity held for returns the router expects).
-    const double queue = c.queued_work_s + c.overlay_work_s + inst.live_leases * options_.lease_unit_s;
+    const double queue = c.queued_work_s + c.overlay_work_s + inst.live_leases * lease_unit_s;
     // Profile predictions, scaled by what this instance measured lately.
-    double own = terms.extend_s * c.prefill_scale + terms.decode_s * c.decode_scale;
-    double c_kv = terms.recompute_s * c.prefill_scale;  // missing: recompute the prefix
-    if (state != KvState::kMissing) {
-      const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
-      own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) * c.prefill_scale + terms.decode_s * c.decode_scale;
-      c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
+    double own = terms->extend_s * c.prefill_scale + terms->decode_s * c.decode_scale;
+    double c_kv = terms->recompute_s * c.prefill_scale;  // missing: recompute the prefix
+    if (holder) {
+      std::int64_t tokens = 0;
+      const KvState state = im.CachedState(i, locs, model, &entry, tokens);
+      if (state != KvState::kMissing) {
+        const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
+        own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) * c.prefill_scale + terms->decode_s * c.decode_scale;
+        c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
+      }
     }
     const double dr = queue + own;
-    const double c_act = c.active ? 0.0 : c.resident ? c.switch_in_s : c.full_open_s + c.switch_in_s;
+    const double c_act = c.activation_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
     if (options_.admission_control) {
       const double round = c.round_estimate_s + inst.overlay_total_s +
-                           inst.live_leases * options_.lease_unit_s + own + c_kv + c_act;
+                           inst.live_leases * lease_unit_s + own + c_kv + c_act;
       if (c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
-      if (c.kv_total_bytes > 0 && terms.kv_bytes > c.kv_total_bytes) continue;
+      if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;
     }
-    im.cost_without_activation[static_cast<std::size_t>(i)] = dr + c_kv;
-    im.cost[static_cast<std::size_t>(i)] = dr + c_kv + c_act;
-    if (c.resident) best_resident = std::min(best_resident, im.cost[static_cast<std::size_t>(i)]);
-  }
-  std::int32_t pick = -1;
-  double pick_cost = kInf;
-  for (std::int32_t i = 0; i < n; ++i) {
-    const double cost = im.cost[static_cast<std::size_t>(i)];
-    if (cost == kInf) continue;
-    const Candidate& c = cands[static_cast<std::size_t>(i)];
+    const double cost = dr + c_kv + c_act;
     if (!c.resident) {
-      // Eq.2: open a new replica only if its gain beats its cost; mu_j rises
-      // with KV use and falls with staging slack.
-      const double gain = best_resident == kInf ? kInf : best_resident - im.cost_without_activation[static_cast<std::size_t>(i)];
-      const double mu = options_.hbm_price_s_per_gib * (1.0 + c.kv_used_fraction) * (2.0 - c.slack_fraction);
-      const double threshold = c.full_open_s + mu * c.weight_gib + options_.replica_penalty_s;
-      if (!(gain > threshold)) continue;
+      im.replicas.push_back(ReplicaCandidate{i, cost, dr + c_kv});
+    } else if (cost < best_resident) {  // strict: ties go to the lowest index
+      best_resident = cost, best_resident_at = i;
     }
-    if (cost < pick_cost) pick = i, pick_cost = cost;  // strict: ties go to the lowest index
+  }
+  std::int32_t pick = best_resident_at;
+  double pick_cost = best_resident;
+  for (const ReplicaCandidate& rc : im.replicas) {
+    // Eq.2: open a new replica only if its gain beats its cost.
+    const double gain = best_resident == kInf ? kInf : best_resident - rc.cost_without_activation_s;
+    if (!(gain > cands[static_cast<std::size_t>(rc.instance)].replica_threshold_s)) continue;
+    // Ties go to the lowest index, resident or not.
+    if (rc.cost_s < pick_cost || (rc.cost_s == pick_cost && rc.instance < pick)) {
+      pick = rc.instance, pick_cost = rc.cost_s;
+    }
   }
   if (pick < 0) {
     ++counters_.overloads;

@@ -247,6 +247,26 @@ TEST_F(RouterTest, ReplicaRuleAcceptsAndRejectsAroundItsThreshold) {
   }
 }
 
+
+// A new replica on i0 that costs exactly what the resident i1 does wins the
+// tie by its lower index, as resident candidates do among themselves (Eq.2
+// is decided after the cheapest resident one is known, so the two kinds of
+// candidate are compared apart).
+TEST_F(RouterTest, AReplicaTiesWithAResidentCandidateByIndex) {
+  RouterOptions o;
+  o.replica_penalty_s = 0.0;
+  o.hbm_price_s_per_gib = 0.0;  // threshold = full open 10 s; gain = 10.5 s
+  // i0 would open m (10 s) and switch into it (0.5 s); i1 has m active
+  // behind a queue of 10.5 s (10.4 s: i1 is cheaper).
+  for (double queue : {10.5, 10.4}) {
+    SCOPED_TRACE(queue);
+    auto r = Make(o);
+    r->OnTelemetry(0, Snap(++version_, 0, 0, /*m_resident=*/false), AtSeconds(0));
+    r->OnTelemetry(1, Snap(++version_, 0, queue, /*m_resident=*/true), AtSeconds(0));
+    const RouteDecision d = r->Route(Req("s", false), AtSeconds(0.1));
+    EXPECT_EQ(d.instance, queue == 10.5 ? 0 : 1);
+  }
+}
 TEST_F(RouterTest, BaselinesPickAsScripted) {
   {
     RouterOptions o;
