@@ -143,6 +143,10 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
         grow->lru = lru_.insert(lru_.end(), grow);
       }
       Segment& s = *grow;
+      if (s.hashes.empty()) {  // a new segment: one allocation each
+        s.hashes.reserve(static_cast<std::size_t>(n));
+        s.done_at.reserve(static_cast<std::size_t>(n));
+      }
       s.hashes.insert(s.hashes.end(), from, from + n);
       s.tail_bytes = with_tail ? tail_bytes : 0;
       for (std::int32_t i = 0; i < n; ++i) {

@@ -36,8 +36,9 @@
 #include <deque>
 #include <list>
 #include <span>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/node_hash_map.h>
 
 #include "core/time.h"
 
@@ -196,7 +197,9 @@ class HostKvRegistry {
   std::int64_t evicted_ = 0;
   std::uint64_t version_ = 0;
   TimePoint d2h_free_at_;
-  std::unordered_map<Key, Segment, KeyHash> segments_;
+  // Node-based (segments are pointed at from lru_, in_flight_ and walks);
+  // open addressing finds a segment in fewer cache misses than buckets.
+  absl::node_hash_map<Key, Segment, KeyHash> segments_;
   std::list<Segment*> lru_;          // front = least recently used
   std::deque<Segment*> in_flight_;   // segments with copies pending, in completion order
   std::vector<Drop> drops_;
