@@ -31,23 +31,32 @@ std::int32_t HostKvRegistry::Segment::pinned() const {
   return pins.empty() ? 0 : *std::max_element(pins.begin(), pins.end());
 }
 
-std::int32_t HostKvRegistry::Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
-                                  std::vector<Match>& out) const {
-  out.clear();
+template <typename Registry, typename OnMatch>
+std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, std::span<const PrefixHash> chain,
+                                       std::int32_t limit, OnMatch on_match) {
   limit = std::min<std::int32_t>(limit, static_cast<std::int32_t>(chain.size()));
   std::int32_t pos = 0;
   while (pos < limit) {
-    auto it = segments_.find(Key{model, chain[static_cast<std::size_t>(pos)]});
-    if (it == segments_.end()) break;
-    Segment& s = const_cast<Segment&>(it->second);
+    auto it = self.segments_.find(Key{model, chain[static_cast<std::size_t>(pos)]});
+    if (it == self.segments_.end()) break;
+    auto& s = it->second;  // const exactly when the registry is
     const auto n = static_cast<std::size_t>(std::min(s.size(), limit - pos));
     // The matched blocks are a prefix of the segment (hashes are cumulative).
     const std::int32_t m = CommonBlocks(std::span(s.hashes).first(n), chain.subspan(static_cast<std::size_t>(pos), n));
     if (m == 0) break;  // a segment starts with its key block, so m >= 1; never loop in place
-    out.push_back(Match{&s, pos, m});
+    if (!on_match(s, pos, m)) break;
     pos += m;  // a partial match continues in the branch that starts here, if any
   }
   return pos;
+}
+
+std::int32_t HostKvRegistry::Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
+                                  std::vector<Match>& out) {
+  out.clear();
+  return WalkChain(*this, model, chain, limit, [&](Segment& s, std::int32_t start, std::int32_t blocks) {
+    out.push_back(Match{&s, start, blocks});
+    return true;
+  });
 }
 
 void HostKvRegistry::Touch(Segment& s) { lru_.splice(lru_.end(), lru_, s.lru); }
@@ -233,13 +242,13 @@ std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> c
 }
 
 std::int32_t HostKvRegistry::Probe(ModelId model, std::span<const PrefixHash> chain) const {
-  Walk(model, chain, static_cast<std::int32_t>(chain.size()), walk_);
   std::int32_t found = 0;
-  for (const Match& m : walk_) {
-    const std::int32_t published = std::min(m.blocks, m.segment->published);
-    found += published;
-    if (published < m.blocks) break;
-  }
+  WalkChain(*this, model, chain, static_cast<std::int32_t>(chain.size()),
+            [&](const Segment& s, std::int32_t, std::int32_t blocks) {
+              const std::int32_t published = std::min(blocks, s.published);
+              found += published;
+              return published == blocks;  // the published prefix ends inside this segment
+            });
   return found;
 }
 

@@ -178,9 +178,15 @@ class HostKvRegistry {
 
   // Walks `chain` (its first `limit` blocks) through the segments of `model`
   // into `out`; returns the blocks matched. Changes nothing itself; the
-  // matches point at mutable segments for callers that then touch or pin.
+  // matches point at the segments for callers that then touch or pin.
   std::int32_t Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
-                    std::vector<Match>& out) const;
+                    std::vector<Match>& out);
+  // The walk itself, for a const or a mutable registry: calls
+  // on_match(segment, start, blocks) for each segment the chain runs
+  // through, in chain order, until it returns false.
+  template <typename Registry, typename OnMatch>
+  static std::int32_t WalkChain(Registry& self, ModelId model, std::span<const PrefixHash> chain,
+                                std::int32_t limit, OnMatch on_match);
   // The segment a checkpoint's new blocks can be appended to, or null.
   Segment* Extendable(ModelId model, std::span<const PrefixHash> chain, std::int32_t present,
                       std::int64_t block_bytes, std::int64_t tail_bytes, ChainOwner owner);
@@ -203,7 +209,7 @@ class HostKvRegistry {
   std::list<Segment*> lru_;          // front = least recently used
   std::deque<Segment*> in_flight_;   // segments with copies pending, in completion order
   std::vector<Drop> drops_;
-  mutable std::vector<Match> walk_;  // scratch for one call (no allocation per call)
+  std::vector<Match> walk_;  // scratch for one call (no allocation per call)
 };
 
 }  // namespace talaria
