@@ -1040,6 +1040,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.taken_at = now;
   out.models.resize(models_.size());
   const double bound = config_.gamma * config_.ttft_target_s;
+  const double protected_iterations = std::ceil(bound / config_.tpot_target_s);  // as OpenSlot
   double round = 0;
   std::int32_t with_work = 0;
   for (std::size_t i = 0; i < models_.size(); ++i) {
@@ -1060,8 +1061,8 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     // Prefill of the queue, and the tokens left to generate at this batch's
     // per-call share of a decode step.
     const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, t.running), 32768);
-    const double work = ToSeconds(m.queued_prefill) +
-                        static_cast<double>(m.tokens_left) * t_d / std::max<std::int32_t>(1, t.running);
+    const double decode_s = static_cast<double>(m.tokens_left) * t_d / std::max<std::int32_t>(1, t.running);
+    const double work = ToSeconds(m.queued_prefill) + decode_s;
     t.queued_work_s = work;
     t.switch_in_s = t.active ? 0.0 : m.switch_in_estimate_s;
     t.full_open_s = m.full_open_s;
@@ -1070,8 +1071,14 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     t.weight_bytes_per_rank = m.profile->weight_bytes_per_rank;
     if (t.queued + t.running > 0) {
       ++with_work;
-      round += work + t.switch_in_s;
+      // Eq.3: its slot must hold the queued prefill and the protected decode
+      // (Eq.4's d_m iterations); decode past that fills whatever budget is
+      // left, so the rest of its decode is not round load.
+      round += ToSeconds(m.queued_prefill) + std::min(decode_s, protected_iterations * t_d) + t.switch_in_s;
     }
+  }
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    out.models[i].admit_wait_s = AdmitWait(static_cast<std::int32_t>(i), now, out.models);
   }
   out.round_bound_s = bound;
   out.round_estimate_s = with_work > 1 ? round : std::min(round, bound);
@@ -1080,6 +1087,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.kv_total_bytes = static_cast<std::int64_t>(pool_.total_blocks()) * pool_.block_bytes();
   out.staging_slack_bytes = stager_.StagingSlackBytes(pool_);
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
+  out.session_prefill = config_.pool == Pool::kCold && config_.ablation.sp;
   out.sessions.clear();
   out.sessions_delta = delta;
   out.sessions_base = out.version - 1;
@@ -1116,6 +1124,31 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     }
     dirty_scratch_.clear();
   }
+}
+
+double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t) const {
+  if (config_.pool != Pool::kCold || active_ < 0) return 0;
+  // The active model's P phase is open, or opens once the switch into it
+  // (or a fresh slot) starts.
+  if (target == active_ && (!slot_open_ || !p_done_)) return 0;
+  // The round from here: the rest of the active slot (its budget, sooner if
+  // its work runs out), then one slot per model with work in round order
+  // (an equal share of gamma * T_TTFT, sooner if its work runs out) and a
+  // switch into each, as OpenSlot and PlanDecode run them.
+  std::int32_t with_work = HasWork(*models_[static_cast<std::size_t>(target)]) ? 0 : 1;
+  for (const auto& m : models_) with_work += HasWork(*m) ? 1 : 0;
+  const double share = config_.gamma * config_.ttft_target_s / std::max(with_work, 1);
+  const auto a = static_cast<std::size_t>(active_);
+  double wait = slot_open_ ? std::clamp(slot_budget_s_ - ToSeconds(now - slot_start_), 0.0, t[a].queued_work_s)
+                           : std::min(share, t[a].queued_work_s);
+  const auto n = static_cast<std::int32_t>(models_.size());
+  for (std::int32_t k = (active_ + 1) % n; k != target; k = (k + 1) % n) {
+    const Model& m = *models_[static_cast<std::size_t>(k)];
+    if (HasWork(m)) wait += std::min(share, t[static_cast<std::size_t>(k)].queued_work_s) + m.switch_in_estimate_s;
+  }
+  // Back into the active model: the router charges no switch for it.
+  if (target == active_) wait += models_[a]->switch_in_estimate_s;
+  return wait;
 }
 
 void Instance::Forget(Session& s, bool delta, InstanceTelemetry& out) {

@@ -267,6 +267,9 @@ class Instance {
   std::int32_t ModelIndex(const std::string& name) const;
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
+  // ModelTelemetry::admit_wait_s of model `target`, from the snapshot's
+  // per-model queued work `t`.
+  double AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t) const;
 
   void OpenSlot(TimePoint now);
   bool PlanPrefill(TimePoint now, bool session_prefill);

@@ -30,6 +30,12 @@ struct ModelTelemetry {
   double queued_work_s = 0;   // predicted prefill + decode of its queue
   double switch_in_s = 0;     // advertised switch cost into it (EWMA of measured)
   double full_open_s = 0;     // opening it from storage when not resident
+  // Predicted seconds from taken_at until a prefill phase of this model
+  // could admit a new call: 0 while its P phase is open or next, else the
+  // rest of the active slot and the slots of the models with work ahead of
+  // it in round order (and their switches), not counting the switch into it
+  // (switch_in_s). Always 0 on a hot instance.
+  double admit_wait_s = 0;
   // Measured / profiled step time, EWMA over recent steps (1: as profiled).
   double prefill_scale = 1.0;
   double decode_scale = 1.0;
@@ -54,6 +60,10 @@ struct InstanceTelemetry {
   std::int64_t kv_total_bytes = 0;
   std::int64_t staging_slack_bytes = 0;
   double restore_bytes_per_s = 0;
+  // A continuation of the active model with its prefix cached here enters
+  // at the next decode boundary (session-prefill) instead of waiting for a
+  // P phase.
+  bool session_prefill = false;
   // Sessions whose prefix this instance holds, by session id. In a delta
   // snapshot (sessions_delta), only the sessions whose entry changed since
   // the snapshot numbered sessions_base, a kMissing entry meaning "no longer

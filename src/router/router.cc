@@ -126,6 +126,7 @@ struct Candidate {
   double queued_work_s = 0;
   double overlay_work_s = 0;
   double activation_s = 0;  // C_act: 0 active, switch when resident, open + switch otherwise
+  double admit_wait_s = 0;  // until the model's next P phase, at the snapshot
   double prefill_scale = 1;  // measured / profiled, from the instance's rounds
   double decode_scale = 1;
   double round_estimate_s = 0;
@@ -135,6 +136,8 @@ struct Candidate {
   double replica_threshold_s = 0;
   bool serves = false;
   bool resident = false;
+  bool active = false;
+  bool session_prefill = false;  // continuations with a cached prefix enter mid-slot
 };
 
 // A candidate that would need a new replica of the model: Eq.2 decides it
@@ -235,6 +238,9 @@ struct Router::Impl {
       c.serves = true;
       c.queued_work_s = mt.queued_work_s;
       c.activation_s = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
+      c.admit_wait_s = mt.admit_wait_s;
+      c.active = mt.active;
+      c.session_prefill = t.session_prefill;
       c.round_estimate_s = t.round_estimate_s;
       c.round_bound_s = t.round_bound_s;
       c.kv_total_bytes = total;
@@ -606,6 +612,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   std::int32_t best_resident_at = -1;
   const Duration stale_after = FromSeconds(options_.stale_after_s);
   const double lease_unit_s = options_.lease_unit_s;
+  const bool slot_wait = options_.slot_wait;
   bool any_fresh = false;
   const ProfileTerms* terms = nullptr;
   for (std::int32_t i = 0; i < n; ++i) {
@@ -629,6 +636,12 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     // Queue ahead: the snapshot's, the overlay's forwards, and one admission
     // unit per live lease (capacity held for returns the router expects).
     const double queue = c.queued_work_s + c.overlay_work_s + inst.live_leases * lease_unit_s;
+    // A cold instance admits a new call at the model's next P phase: the
+    // wait advertised at the snapshot, less the time since.
+    double wait = 0;
+    if (slot_wait && c.admit_wait_s > 0) {
+      wait = std::max(0.0, c.admit_wait_s - ToSeconds(now - inst.snapshot_at));
+    }
     // Profile predictions, scaled by what this instance measured lately.
     double own = terms->extend_s * c.prefill_scale + terms->decode_s * c.decode_scale;
     double c_kv = terms->recompute_s * c.prefill_scale;  // missing: recompute the prefix
@@ -639,9 +652,10 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
         const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
         own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) * c.prefill_scale + terms->decode_s * c.decode_scale;
         c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
+        if (c.active && c.session_prefill) wait = 0;  // enters mid-slot
       }
     }
-    const double dr = queue + own;
+    const double dr = queue + wait + own;
     const double c_act = c.activation_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
     if (options_.admission_control) {

@@ -47,6 +47,10 @@ struct RouterOptions {
   // ranks every fresh candidate and never invokes the overload policy.
   bool admission_control = true;
   double lease_unit_s = 0.5;           // assumption: one admission unit, in seconds of slot budget
+  // Count a cold instance's wait for the model's next prefill phase
+  // (ModelTelemetry::admit_wait_s) in dR, except for a continuation that
+  // session-prefill admits mid-slot; off, dR holds only queued work.
+  bool slot_wait = true;
   double stale_after_s = 1.0;          // assumption: a snapshot older than this is stale
   double replica_penalty_s = 2.0;      // nu_m of Eq.2 (assumption)
   double hbm_price_s_per_gib = 0.05;   // base of mu_j of Eq.2 (assumption)

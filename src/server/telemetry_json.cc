@@ -31,6 +31,7 @@ json TelemetryToJson(const InstanceTelemetry& t) {
                       {"queued_work_s", m.queued_work_s},
                       {"switch_in_s", m.switch_in_s},
                       {"full_open_s", m.full_open_s},
+                      {"admit_wait_s", m.admit_wait_s},
                       {"prefill_scale", m.prefill_scale},
                       {"decode_scale", m.decode_scale},
                       {"weight_bytes_per_rank", m.weight_bytes_per_rank}});
@@ -50,6 +51,7 @@ json TelemetryToJson(const InstanceTelemetry& t) {
           {"kv_total_bytes", t.kv_total_bytes},
           {"staging_slack_bytes", t.staging_slack_bytes},
           {"restore_bytes_per_s", t.restore_bytes_per_s},
+          {"session_prefill", t.session_prefill},
           {"sessions", sessions}};
 }
 
@@ -73,6 +75,8 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     get(j, "kv_total_bytes", t.kv_total_bytes);
     get(j, "staging_slack_bytes", t.staging_slack_bytes);
     get(j, "restore_bytes_per_s", t.restore_bytes_per_s);
+    // Optional (absent from instances before 2026-12-01): no wait, no SP.
+    if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);
     field = "models";
     for (const auto& jm : j.at("models")) {
       ModelTelemetry m;
@@ -86,6 +90,7 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
       get(jm, "queued_work_s", m.queued_work_s, "models[].");
       get(jm, "switch_in_s", m.switch_in_s, "models[].");
       get(jm, "full_open_s", m.full_open_s, "models[].");
+      if (jm.contains("admit_wait_s")) get(jm, "admit_wait_s", m.admit_wait_s, "models[].");
       get(jm, "prefill_scale", m.prefill_scale, "models[].");
       get(jm, "decode_scale", m.decode_scale, "models[].");
       get(jm, "weight_bytes_per_rank", m.weight_bytes_per_rank, "models[].");

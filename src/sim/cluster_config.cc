@@ -63,6 +63,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
     }
     r.Optional("lease_tau_s", c.router.lease_tau_s, 0, 3600);
     r.Optional("admission_control", c.router.admission_control);
+    r.Optional("slot_wait", c.router.slot_wait);
     r.Optional("lease_unit_s", c.router.lease_unit_s, 0, 3600);
     r.Optional("stale_after_s", c.router.stale_after_s, 0.001, 3600);
     r.Optional("replica_penalty_s", c.router.replica_penalty_s, 0, 3600);

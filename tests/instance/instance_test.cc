@@ -508,6 +508,87 @@ TEST(InstanceTelemetryTest, QueuedWorkFollowsTheQueueAndTheTokensLeft) {
   EXPECT_EQ(seen.back(), 0.0);  // all finished
 }
 
+// Eq.3's round estimate holds what a slot must run (its queued prefill and
+// the protected decode), not the whole remaining decode, which fills
+// whatever budget is left.
+TEST(InstanceTelemetryTest, RoundEstimateCountsPrefillAndProtectedDecode) {
+  const ModelProfile m = testing::TinyProfile("m");
+  const ModelProfile n = testing::TinyProfile("n");
+  Harness h(Cold({"m", "n"}), {m, n});  // bound 9 s, 18 protected iterations
+  h.Warmup("m");
+  Instance& inst = h.instance();
+  auto call = [](std::int64_t id, const char* session, const char* model, std::int64_t output) {
+    CallRequest r;
+    r.id = id;
+    r.session_id = session;
+    r.model = model;
+    r.prompt_tokens = 640;
+    r.output_tokens = output;
+    return r;
+  };
+  inst.Enqueue(call(1, "a", "m", 10000), TimePoint{});
+  inst.Enqueue(call(2, "b", "n", 2), TimePoint{});
+  InstanceTelemetry t;
+  inst.Snapshot(TimePoint{}, t, false);
+  const double t_d = m.DecodeStepSeconds(1, 32768);
+  const double expected = m.PrefillSeconds(640, 0) + 18 * t_d +                     // m: active
+                          n.PrefillSeconds(640, 0) + 2 * t_d + t.models[1].switch_in_s;  // n
+  EXPECT_NEAR(t.round_estimate_s, expected, 1e-6);
+  EXPECT_GT(t.models[0].queued_work_s, 10000 * t_d);  // the queued work keeps all of it
+  EXPECT_GT(t.models[1].switch_in_s, 0.0);
+}
+
+// admit_wait_s: 0 for the active model while its P phase is open; past it,
+// the rest of the slot, the other model's slot and the switches; the model
+// whose slot comes next waits less than the one whose slot just passed.
+TEST(InstanceTelemetryTest, AdmitWaitFollowsTheRound) {
+  Harness h(Cold({"m", "n"}), {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  struct Seen {
+    bool m_active;
+    double m_wait;
+    double n_wait;
+  };
+  std::vector<Seen> seen;
+  h.after_step = [&](Instance& i, TimePoint now) {
+    InstanceTelemetry t;
+    i.Snapshot(now, t, false);
+    seen.push_back({t.models[0].active, t.models[0].admit_wait_s, t.models[1].admit_wait_s});
+  };
+  h.Run({{0, "a", 0, "m", 640, 0, 200}, {0, "x", 0, "n", 640, 0, 200}, {0, "y", 0, "n", 640, 0, 200}});
+  int m_open = 0, m_past = 0, n_past = 0;
+  for (const Seen& s : seen) {
+    const double own = s.m_active ? s.m_wait : s.n_wait;  // the active model's
+    const double other = s.m_active ? s.n_wait : s.m_wait;
+    if (own == 0) {
+      ++(s.m_active ? m_open : n_past);  // P phase open (or the instance idle)
+      continue;
+    }
+    ++(s.m_active ? m_past : n_past);
+    // Past its P phase, the active model waits for the other's slot first.
+    EXPECT_GT(own, other);
+    EXPECT_GE(other, 0.0);
+  }
+  EXPECT_GT(m_open, 0);
+  EXPECT_GT(m_past, 0);
+  EXPECT_GT(n_past, 0);
+
+  // A hot instance admits at every decode boundary: no wait.
+  InstanceConfig hot = testing::TinyInstance("hot", {"m"});
+  hot.pool = Pool::kHot;
+  Harness hh(hot, {testing::TinyProfile("m")});
+  hh.Warmup("m");
+  double most = 0;
+  hh.after_step = [&](Instance& i, TimePoint now) {
+    InstanceTelemetry t;
+    i.Snapshot(now, t, false);
+    most = std::max(most, t.models[0].admit_wait_s);
+    EXPECT_FALSE(t.session_prefill);
+  };
+  hh.Run({{0, "a", 0, "m", 640, 0, 50}, {0.01, "b", 0, "m", 640, 0, 50}});
+  EXPECT_EQ(most, 0.0);
+}
+
 TEST(InstanceConfigTest, InconsistentConfigurationsAreInputErrors) {
   ProfileSet set;
   set.Add(testing::TinyProfile("m"));

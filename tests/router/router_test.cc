@@ -331,6 +331,49 @@ TEST_F(RouterTest, RoundAdmissionFiltersAndReportsAdmissionOverload) {
   EXPECT_EQ(open->Route(Req("a", false), AtSeconds(0.1)).instance, 0);
 }
 
+// A cold instance admits a new call at the model's next P phase: with
+// slot_wait the router counts the advertised wait (less the time since the
+// snapshot); a continuation whose prefix is cached on the active model
+// enters mid-slot by session-prefill and does not wait.
+TEST_F(RouterTest, SlotWaitSteersNewCallsButNotSessionPrefill) {
+  auto snaps = [&](double wait0_s, double at_s) {
+    InstanceTelemetry a = Snap(++version_, at_s);
+    a.models[0].admit_wait_s = wait0_s;
+    a.session_prefill = true;
+    a.sessions["s"] = CachedPrefix{"m", KvState::kDevice, 960};
+    InstanceTelemetry b = Snap(++version_, at_s);
+    b.session_prefill = true;
+    return std::pair{a, b};
+  };
+  for (bool slot_wait : {true, false}) {
+    SCOPED_TRACE(slot_wait);
+    RouterOptions o;
+    o.slot_wait = slot_wait;
+    auto route = [&](const RouteRequest& req) {
+      auto r = Make(o);
+      auto [a, b] = snaps(5.0, 0);
+      r->OnTelemetry(0, a, AtSeconds(0));
+      r->OnTelemetry(1, b, AtSeconds(0));
+      return r->Route(req, AtSeconds(0.1)).instance;
+    };
+    // A new session: i0 would make it wait 5 s for m's next P phase.
+    EXPECT_EQ(route(Req("new", false)), slot_wait ? 1 : 0);
+    // s's prefix is on i0's device: it enters there mid-slot either way.
+    EXPECT_EQ(route(Req("s")), 0);
+  }
+  // The wait counts down from the snapshot: 0.4 s advertised, 0.5 s ago.
+  RouterOptions o;
+  auto r = Make(o);
+  auto [a, b] = snaps(0.4, 0);
+  r->OnTelemetry(0, a, AtSeconds(0));
+  r->OnTelemetry(1, b, AtSeconds(0));
+  EXPECT_EQ(r->Route(Req("late", false), AtSeconds(0.5)).instance, 0);
+  auto fresh = Make(o);
+  fresh->OnTelemetry(0, a, AtSeconds(0));
+  fresh->OnTelemetry(1, b, AtSeconds(0));
+  EXPECT_EQ(fresh->Route(Req("early", false), AtSeconds(0.1)).instance, 1);
+}
+
 // The router scales profile predictions by what each instance measured.
 TEST_F(RouterTest, MeasuredSlowdownSteersPlacement) {
   auto r = Make({});

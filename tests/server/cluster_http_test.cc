@@ -255,7 +255,9 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   m.resident = true;
   m.queued = 3;
   m.switch_in_s = 0.2;
+  m.admit_wait_s = 4.5;
   t.models.push_back(m);
+  t.session_prefill = true;
   t.sessions.emplace("s", CachedPrefix{"a", KvState::kHost, 640});
   std::string error;
   const auto back = TelemetryFromJson(TelemetryToJson(t), error);
@@ -264,10 +266,21 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   EXPECT_EQ(back->version, 7u);
   EXPECT_EQ(back->models[0].queued, 3);
   EXPECT_DOUBLE_EQ(back->models[0].switch_in_s, 0.2);
+  EXPECT_DOUBLE_EQ(back->models[0].admit_wait_s, 4.5);
+  EXPECT_TRUE(back->session_prefill);
   EXPECT_EQ(back->sessions.at("s").state, KvState::kHost);
   EXPECT_EQ(back->sessions.at("s").tokens, 640);
 
+  // The round-wait fields are optional (older instances do not send them).
   json j = TelemetryToJson(t);
+  j["models"][0].erase("admit_wait_s");
+  j.erase("session_prefill");
+  const auto old = TelemetryFromJson(j, error);
+  ASSERT_TRUE(old.has_value()) << error;
+  EXPECT_EQ(old->models[0].admit_wait_s, 0.0);
+  EXPECT_FALSE(old->session_prefill);
+
+  j = TelemetryToJson(t);
   j["models"][0].erase("queued");
   EXPECT_FALSE(TelemetryFromJson(j, error).has_value());
   EXPECT_NE(error.find("models[].queued"), std::string::npos) << error;
