@@ -53,7 +53,9 @@ struct InstanceTelemetry {
   std::uint64_t version = 0;
   TimePoint taken_at;
   std::vector<ModelTelemetry> models;  // in the instance's catalogue order
-  double round_estimate_s = 0;         // predicted round length R (Eq.3)
+  // Predicted round length R (Eq.3): for each model with work, its queued
+  // prefill and protected decode (Eq.4), plus the switches between them.
+  double round_estimate_s = 0;
   double round_bound_s = 0;            // gamma * T_TTFT (Eq.5)
   std::int64_t deadline_risk = 0;
   std::int64_t kv_free_bytes = 0;

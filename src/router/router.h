@@ -8,7 +8,9 @@
 // lease goes back to that instance if the instance is healthy and still holds
 // the prefix on device or in host KV; otherwise the lease is discarded and the
 // call is placed by cost: over instances with fresh telemetry, minimise
-//   Cost = dR (own queue + prefill + decode) + C_kv (0 / restore / recompute)
+//   Cost = dR (own queue [+ wait for the model's next P phase on a cold
+//             instance, unless session-prefill admits it] + prefill + decode)
+//        + C_kv (0 / restore / recompute)
 //        + C_act (0 / advertised switch / full open)          (Eq.1)
 // keeping only candidates whose predicted round fits gamma * T_TTFT (Eq.5)
 // and whose KV fits, and, where the model would need a new replica, only if

@@ -75,7 +75,7 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     get(j, "kv_total_bytes", t.kv_total_bytes);
     get(j, "staging_slack_bytes", t.staging_slack_bytes);
     get(j, "restore_bytes_per_s", t.restore_bytes_per_s);
-    // Optional (absent from instances before 2026-12-01): no wait, no SP.
+    // Optional (absent from instances before 2026-11-30): no wait, no SP.
     if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);
     field = "models";
     for (const auto& jm : j.at("models")) {
