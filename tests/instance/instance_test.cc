@@ -463,6 +463,18 @@ TEST(InstanceTelemetryTest, IdleSessionsWithNothingOnDeviceAreForgotten) {
 // A snapshot's queued work is the queue's predicted prefill plus the tokens
 // left to generate at the batch's share of a decode step; it returns to zero
 // when calls finish or are cancelled.
+// A session's first call, enqueued directly (no chain: nothing to reuse).
+CallRequest NewCall(std::int64_t id, const char* session, const char* model, std::int64_t prompt,
+                    std::int64_t output) {
+  CallRequest r;
+  r.id = id;
+  r.session_id = session;
+  r.model = model;
+  r.prompt_tokens = prompt;
+  r.output_tokens = output;
+  return r;
+}
+
 TEST(InstanceTelemetryTest, QueuedWorkFollowsTheQueueAndTheTokensLeft) {
   const ModelProfile p = testing::TinyProfile("m");
   Harness h(Cold({"m"}), {p});
@@ -473,18 +485,9 @@ TEST(InstanceTelemetryTest, QueuedWorkFollowsTheQueueAndTheTokensLeft) {
     inst.Snapshot(TimePoint{} + FromSeconds(at_s), t, false);
     return t.models.at(0).queued_work_s;
   };
-  auto call = [](std::int64_t id, const char* session, std::int64_t prompt, std::int64_t output) {
-    CallRequest r;
-    r.id = id;
-    r.session_id = session;
-    r.model = "m";
-    r.prompt_tokens = prompt;
-    r.output_tokens = output;
-    return r;
-  };
   EXPECT_EQ(queued_work(0), 0.0);
-  inst.Enqueue(call(1, "a", 640, 8), TimePoint{});
-  inst.Enqueue(call(2, "b", 320, 4), TimePoint{});
+  inst.Enqueue(NewCall(1, "a", "m", 640, 8), TimePoint{});
+  inst.Enqueue(NewCall(2, "b", "m", 320, 4), TimePoint{});
   const double t_d = p.DecodeStepSeconds(1, 32768);  // nothing running yet: a batch of one
   EXPECT_NEAR(queued_work(0), p.PrefillSeconds(640, 0) + p.PrefillSeconds(320, 0) + 12 * t_d, 1e-6);
   ASSERT_TRUE(inst.Cancel(2));
@@ -517,17 +520,8 @@ TEST(InstanceTelemetryTest, RoundEstimateCountsPrefillAndProtectedDecode) {
   Harness h(Cold({"m", "n"}), {m, n});  // bound 9 s, 18 protected iterations
   h.Warmup("m");
   Instance& inst = h.instance();
-  auto call = [](std::int64_t id, const char* session, const char* model, std::int64_t output) {
-    CallRequest r;
-    r.id = id;
-    r.session_id = session;
-    r.model = model;
-    r.prompt_tokens = 640;
-    r.output_tokens = output;
-    return r;
-  };
-  inst.Enqueue(call(1, "a", "m", 10000), TimePoint{});
-  inst.Enqueue(call(2, "b", "n", 2), TimePoint{});
+  inst.Enqueue(NewCall(1, "a", "m", 640, 10000), TimePoint{});
+  inst.Enqueue(NewCall(2, "b", "n", 640, 2), TimePoint{});
   InstanceTelemetry t;
   inst.Snapshot(TimePoint{}, t, false);
   const double t_d = m.DecodeStepSeconds(1, 32768);
