@@ -85,7 +85,7 @@ void HostKvRegistry::TrimTail(Segment& s) {
   s.tail_bytes = 0;
   const PrefixHash dropped = s.hashes.back();
   s.hashes.pop_back();
-  s.done_at.pop_back();
+  if (!s.done_at.empty()) s.done_at.pop_back();  // (only a published block goes)
   s.published = std::min(s.published, s.size());
   ++evicted_;
   ++version_;
@@ -202,13 +202,15 @@ void HostKvRegistry::CompleteCopies(TimePoint now) {
   while (!in_flight_.empty()) {
     Segment& s = *in_flight_.front();
     std::int32_t p = s.published;
-    while (p < s.size() && s.done_at[static_cast<std::size_t>(p)] <= now) ++p;
+    const std::int32_t first = s.size() - static_cast<std::int32_t>(s.done_at.size());
+    while (p < s.size() && s.done_at[static_cast<std::size_t>(p - first)] <= now) ++p;
     if (p != s.published) {
       s.published = p;
       ++version_;
     }
     if (p < s.size()) break;
     in_flight_.pop_front();
+    std::vector<TimePoint>().swap(s.done_at);  // all landed: the times are not needed
   }
 }
 
@@ -218,6 +220,7 @@ TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
     if (s->model != model) return false;
     done = std::max(done, s->done_at.back());
     s->published = s->size();
+    std::vector<TimePoint>().swap(s->done_at);
     ++version_;
     return true;
   });

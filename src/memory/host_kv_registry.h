@@ -157,7 +157,9 @@ class HostKvRegistry {
     PrefixHash first = 0;             // its key's hash (the first block's, even once trimmed away)
     std::int32_t start = 0;           // the first block's position in the chain
     std::vector<PrefixHash> hashes;   // its blocks, in chain order (trimmed from the back)
-    std::vector<TimePoint> done_at;   // when each block's D2H copy completes
+    // When the D2H copy of each of its last done_at.size() blocks completes:
+    // the blocks of the checkpoints still in flight (emptied once they land).
+    std::vector<TimePoint> done_at;
     std::int32_t published = 0;       // leading blocks whose copy completed
     std::int64_t block_bytes = 0;
     std::int64_t tail_bytes = 0;      // extra bytes on its last block, while it holds it
