@@ -43,6 +43,26 @@ TEST(HostKvRegistryTest, BlockWhoseCopyHasNotCompletedIsNeverPublished) {
   EXPECT_EQ(hkvr.Lookup(0, chain, AtSeconds(0.4)), 4);
 }
 
+// A chain checkpointed again after its first copies landed grows the same
+// segment; its new blocks publish one by one as their copies complete, and
+// eviction then trims it from the tail.
+TEST(HostKvRegistryTest, ASegmentGrownAfterItsCopiesLandedPublishesInOrder) {
+  const auto chain = Chain(21, 64 * 8);
+  HostKvRegistry hkvr(1'000'000);
+  hkvr.Checkpoint(0, chain, 3, 100, 0, AtSeconds(0), kRate, /*owner=*/7);
+  ASSERT_EQ(hkvr.Lookup(0, chain, AtSeconds(1)), 3);
+  const auto r = hkvr.Checkpoint(0, chain, 8, 100, 0, AtSeconds(1), kRate, /*owner=*/7);
+  EXPECT_EQ(r.present_blocks, 3);
+  EXPECT_EQ(r.copied_blocks, 5);
+  EXPECT_EQ(hkvr.Probe(0, chain), 3);
+  for (int landed = 1; landed <= 5; ++landed) {
+    EXPECT_EQ(hkvr.Lookup(0, chain, AtSeconds(1 + 0.1 * landed + 0.01)), 3 + landed) << landed;
+  }
+  hkvr.Checkpoint(0, chain, 8, 100, 0, AtSeconds(2), kRate, /*owner=*/7);  // nothing new
+  EXPECT_EQ(hkvr.Probe(0, chain), 8);
+  EXPECT_EQ(hkvr.outstanding_copies(), 0u);
+}
+
 TEST(HostKvRegistryTest, BlockUnderDmaIsNeverReclaimed) {
   const auto a = Chain(3, 64 * 5);
   const auto b = Chain(4, 64 * 5);
