@@ -1078,7 +1078,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     }
   }
   for (std::size_t i = 0; i < models_.size(); ++i) {
-    out.models[i].admit_wait_s = AdmitWait(static_cast<std::int32_t>(i), now, out.models);
+    out.models[i].admit_wait_s = AdmitWait(static_cast<std::int32_t>(i), now, out.models, with_work);
   }
   out.round_bound_s = bound;
   out.round_estimate_s = with_work > 1 ? round : std::min(round, bound);
@@ -1126,7 +1126,8 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   }
 }
 
-double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t) const {
+double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t,
+                           std::int32_t with_work) const {
   if (config_.pool != Pool::kCold || active_ < 0) return 0;
   // The active model's P phase is open, or opens once the switch into it
   // (or a fresh slot) starts.
@@ -1135,8 +1136,7 @@ double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector
   // its work runs out), then one slot per model with work in round order
   // (an equal share of gamma * T_TTFT, sooner if its work runs out) and a
   // switch into each, as OpenSlot and PlanDecode run them.
-  std::int32_t with_work = HasWork(*models_[static_cast<std::size_t>(target)]) ? 0 : 1;
-  for (const auto& m : models_) with_work += HasWork(*m) ? 1 : 0;
+  if (!HasWork(*models_[static_cast<std::size_t>(target)])) ++with_work;  // it will have
   const double share = config_.gamma * config_.ttft_target_s / std::max(with_work, 1);
   const auto a = static_cast<std::size_t>(active_);
   double wait = slot_open_ ? std::clamp(slot_budget_s_ - ToSeconds(now - slot_start_), 0.0, t[a].queued_work_s)

@@ -268,8 +268,9 @@ class Instance {
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
   // ModelTelemetry::admit_wait_s of model `target`, from the snapshot's
-  // per-model queued work `t`.
-  double AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t) const;
+  // per-model queued work `t` and its count of models with work.
+  double AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t,
+                   std::int32_t with_work) const;
 
   void OpenSlot(TimePoint now);
   bool PlanPrefill(TimePoint now, bool session_prefill);

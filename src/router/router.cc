@@ -606,6 +606,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   }
   if (entry.last_instance >= 0 && entry.model == model) im.holders.push_back(entry.last_instance);
   std::sort(im.holders.begin(), im.holders.end());
+  im.holders.erase(std::unique(im.holders.begin(), im.holders.end()), im.holders.end());
   im.holders.push_back(n);  // sentinel
   std::size_t next_holder = 0;
   double best_resident = kInf;
@@ -618,9 +619,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   for (std::int32_t i = 0; i < n; ++i) {
     const Candidate& c = cands[static_cast<std::size_t>(i)];
     const bool holder = i == im.holders[next_holder];
-    if (holder) {
-      while (im.holders[next_holder] == i) ++next_holder;  // duplicates
-    }
+    if (holder) ++next_holder;
     if (!c.serves || c.profile == nullptr) continue;
     const InstanceHot& inst = im.hot[static_cast<std::size_t>(i)];
     if (!inst.has_snapshot || !inst.healthy || now - inst.snapshot_at > stale_after) {
@@ -635,7 +634,8 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     if (terms == nullptr || terms->profile != p) terms = &im.TermsFor(p, r, output_tokens);
     // Queue ahead: the snapshot's, the overlay's forwards, and one admission
     // unit per live lease (capacity held for returns the router expects).
-    const double queue = c.queued_work_s + c.overlay_work_s + inst.live_leases * lease_unit_s;
+    const double leases = inst.live_leases * lease_unit_s;
+    const double queue = c.queued_work_s + c.overlay_work_s + leases;
     // A cold instance admits a new call at the model's next P phase: the
     // wait advertised at the snapshot, less the time since.
     double wait = 0;
@@ -659,8 +659,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     const double c_act = c.activation_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
     if (options_.admission_control) {
-      const double round = c.round_estimate_s + inst.overlay_total_s +
-                           inst.live_leases * lease_unit_s + own + c_kv + c_act;
+      const double round = c.round_estimate_s + inst.overlay_total_s + leases + own + c_kv + c_act;
       if (c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
       if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;
     }

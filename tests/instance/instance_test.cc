@@ -460,9 +460,6 @@ TEST(InstanceTelemetryTest, IdleSessionsWithNothingOnDeviceAreForgotten) {
   EXPECT_TRUE(held.contains("x"));
 }
 
-// A snapshot's queued work is the queue's predicted prefill plus the tokens
-// left to generate at the batch's share of a decode step; it returns to zero
-// when calls finish or are cancelled.
 // A session's first call, enqueued directly (no chain: nothing to reuse).
 CallRequest NewCall(std::int64_t id, const char* session, const char* model, std::int64_t prompt,
                     std::int64_t output) {
@@ -475,6 +472,9 @@ CallRequest NewCall(std::int64_t id, const char* session, const char* model, std
   return r;
 }
 
+// A snapshot's queued work is the queue's predicted prefill plus the tokens
+// left to generate at the batch's share of a decode step; it returns to zero
+// when calls finish or are cancelled.
 TEST(InstanceTelemetryTest, QueuedWorkFollowsTheQueueAndTheTokensLeft) {
   const ModelProfile p = testing::TinyProfile("m");
   Harness h(Cold({"m"}), {p});
