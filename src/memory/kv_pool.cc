@@ -15,19 +15,17 @@ void KvPool::Format(Region region, std::int64_t block_bytes) {
   bits_.assign(static_cast<std::size_t>((total_ + 63) / 64), ~std::uint64_t{0});
   if (total_ % 64 != 0 && !bits_.empty()) bits_.back() = (std::uint64_t{1} << (total_ % 64)) - 1;
   top_word_ = 0;
+  low_word_ = 0;
   ClearSkip();
 }
 
 bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
   if (n <= 0) return true;
-  const std::int32_t skipped_free = [&] {
-    std::int32_t k = 0;
-    for (BlockId b = skip_begin_; b < skip_end_; ++b) k += IsFree(b);
-    return k;
-  }();
-  if (free_ - skipped_free < n) return false;
+  if (free_ < n) return false;
+  if (skip_begin_ < skip_end_ && free_ - FreeIn(skip_begin_, skip_end_) < n) return false;
+  while (low_word_ < bits_.size() && bits_[low_word_] == 0) ++low_word_;
   const std::size_t start = out.size();
-  for (std::size_t w = 0; w < bits_.size() && static_cast<std::int32_t>(out.size() - start) < n; ++w) {
+  for (std::size_t w = low_word_; w < bits_.size() && static_cast<std::int32_t>(out.size() - start) < n; ++w) {
     std::uint64_t word = bits_[w];
     while (word != 0 && static_cast<std::int32_t>(out.size() - start) < n) {
       const auto id = static_cast<BlockId>(w * 64 + static_cast<std::size_t>(std::countr_zero(word)));
@@ -42,10 +40,25 @@ bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
   return true;
 }
 
+std::int32_t KvPool::FreeIn(BlockId begin, BlockId end) const {
+  // A word of the free map at a time.
+  std::int32_t k = 0;
+  for (BlockId b = begin; b < end;) {
+    const auto offset = static_cast<int>(b & 63);
+    const BlockId n = std::min<BlockId>(64 - offset, end - b);
+    const std::uint64_t mask = (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1) << offset;
+    k += std::popcount(bits_[static_cast<std::size_t>(b >> 6)] & mask);
+    b += n;
+  }
+  return k;
+}
+
 void KvPool::Free(std::span<const BlockId> blocks) {
   for (BlockId id : blocks) {
     TALARIA_CHECK(id >= 0 && id < total_ && !IsFree(id), "freeing a block that is not allocated");
-    bits_[static_cast<std::size_t>(id >> 6)] |= std::uint64_t{1} << (id & 63);
+    const auto w = static_cast<std::size_t>(id >> 6);
+    bits_[w] |= std::uint64_t{1} << (id & 63);
+    low_word_ = std::min(low_word_, w);
   }
   free_ += static_cast<std::int32_t>(blocks.size());
 }
@@ -56,11 +69,6 @@ void KvPool::SetSkip(Region r) {
   const std::int64_t hi = (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_;
   skip_begin_ = static_cast<BlockId>(std::min<std::int64_t>(lo, total_));
   skip_end_ = static_cast<BlockId>(std::min<std::int64_t>(hi, total_));
-}
-
-Region KvPool::BlockRange(BlockId id) const {
-  const std::int64_t b = region_.begin + static_cast<std::int64_t>(id) * block_bytes_;
-  return {b, b + block_bytes_};
 }
 
 std::int64_t KvPool::HighestAllocatedEnd() const {
@@ -82,15 +90,7 @@ bool KvPool::AnyAllocatedIn(Region r) const {
   const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;
   const std::int64_t hi = std::min<std::int64_t>(
       total_, (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_);
-  // A word of the free map at a time.
-  for (std::int64_t b = lo; b < hi;) {
-    const auto offset = static_cast<int>(b & 63);
-    const std::int64_t n = std::min<std::int64_t>(64 - offset, hi - b);
-    const std::uint64_t mask = (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1) << offset;
-    if (~bits_[static_cast<std::size_t>(b >> 6)] & mask) return true;
-    b += n;
-  }
-  return false;
+  return FreeIn(static_cast<BlockId>(lo), static_cast<BlockId>(hi)) < hi - lo;
 }
 
 }  // namespace talaria

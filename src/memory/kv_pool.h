@@ -33,7 +33,10 @@ class KvPool {
   void SetSkip(Region r);
   void ClearSkip() { skip_begin_ = skip_end_ = 0; }
 
-  Region BlockRange(BlockId id) const;
+  Region BlockRange(BlockId id) const {
+    const std::int64_t b = region_.begin + static_cast<std::int64_t>(id) * block_bytes_;
+    return {b, b + block_bytes_};
+  }
   // The end offset of the highest allocated block (region().begin if none).
   std::int64_t HighestAllocatedEnd() const;
   // Whether any allocated block overlaps `r`.
@@ -48,6 +51,8 @@ class KvPool {
 
  private:
   bool IsFree(BlockId id) const { return (bits_[id >> 6] >> (id & 63)) & 1; }
+  // Free blocks in [begin, end).
+  std::int32_t FreeIn(BlockId begin, BlockId end) const;
 
   Region region_;
   std::int64_t block_bytes_ = 0;
@@ -57,6 +62,9 @@ class KvPool {
   // No word above this one has an allocated block (a bound kept by Allocate
   // and tightened by HighestAllocatedEnd, so its scan is short).
   mutable std::size_t top_word_ = 0;
+  // No word below this one has a free block (kept by Allocate and Free), so
+  // an allocation does not rescan the full low words the bump order fills.
+  std::size_t low_word_ = 0;
   BlockId skip_begin_ = 0;           // [skip_begin_, skip_end_) not allocatable
   BlockId skip_end_ = 0;
 };

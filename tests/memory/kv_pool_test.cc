@@ -96,6 +96,39 @@ TEST(KvPoolTest, SkipRangeIsNotHandedOut) {
   EXPECT_EQ(out.back(), 4);
 }
 
+// Allocation starts past the words it filled, yet a block freed below them
+// is the next one handed out.
+TEST(KvPoolTest, ABlockFreedBelowFullWordsIsHandedOutFirst) {
+  KvPool pool;
+  pool.Format({0, 200 * 10}, 10);
+  std::vector<BlockId> a, b, c, d;
+  ASSERT_TRUE(pool.Allocate(130, a));  // words 0 and 1 full
+  ASSERT_TRUE(pool.Allocate(1, b));
+  EXPECT_EQ(b, (std::vector<BlockId>{130}));
+  pool.Free(std::span(a).subspan(5, 1));
+  pool.Free(std::span(a).subspan(70, 1));
+  ASSERT_TRUE(pool.Allocate(3, c));
+  EXPECT_EQ(c, (std::vector<BlockId>{5, 70, 131}));
+  pool.Free(std::span(a).first(5));  // blocks 0..4
+  ASSERT_TRUE(pool.Allocate(1, d));
+  EXPECT_EQ(d, (std::vector<BlockId>{0}));
+}
+
+// A skip range across words holds back only its free blocks: the rest of
+// the pool can still satisfy a request that fits outside it.
+TEST(KvPoolTest, SkipRangeAcrossWordsHoldsBackOnlyItsFreeBlocks) {
+  KvPool pool;
+  pool.Format({0, 200 * 10}, 10);
+  std::vector<BlockId> a, b;
+  ASSERT_TRUE(pool.Allocate(60, a));  // 0..59
+  pool.SetSkip({50 * 10, 150 * 10});  // blocks 50..149: 90 of them free
+  EXPECT_FALSE(pool.Allocate(51, b));  // 50 free outside it
+  EXPECT_TRUE(b.empty());
+  ASSERT_TRUE(pool.Allocate(50, b));
+  EXPECT_EQ(b.front(), 150);
+  EXPECT_EQ(b.back(), 199);
+}
+
 TEST(KvPoolDeathTest, DoubleFreeIsABug) {
   KvPool pool;
   pool.Format({0, 100}, 10);
