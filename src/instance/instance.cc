@@ -55,12 +55,16 @@ struct Instance::Model {
 };
 
 struct Instance::Request {
+  // What each decode step's commit reads and writes of every running call
+  // comes first, next to the call's id and token counts, so the per-step
+  // walk of the batch touches one or two cache lines per call.
+  std::int64_t generated = 0;
+  bool swapped = false;  // KV swapped out at a slot end; restored in the next P
   CallRequest call;
   std::int32_t model = 0;
   TimePoint arrived;
   TimePoint admitted;
   TimePoint first_token;
-  std::int64_t generated = 0;
   Duration queued_prefill{};  // its predicted prefill, counted in its model's while queued
   std::vector<BlockId> blocks;
   KvSource source = KvSource::kRecompute;
@@ -68,7 +72,6 @@ struct Instance::Request {
   std::int64_t reused = 0;
   std::int32_t pinned_host_blocks = 0;
   std::int32_t preemptions = 0;
-  bool swapped = false;  // KV swapped out at a slot end; restored in the next P
   std::int64_t deferred_in_slot = -1;  // the slot it was last counted as deferred in
   mutable std::uint64_t host_probe_version = UINT64_MAX;  // HKVR version of host_probe_blocks
   mutable std::int32_t host_probe_blocks = 0;

@@ -54,16 +54,17 @@ const char* ToString(AdmitPath p);
 
 // A call as the instance receives it.
 struct CallRequest {
+  // (The numbers first: the scheduler's per-step walks read them.)
   std::int64_t id = 0;
-  std::string session_id;
-  std::int32_t call_index = 0;
-  std::string model;
   std::int64_t prompt_tokens = 0;
   std::int64_t prefix_tokens = 0;
   std::int64_t output_tokens = 0;
+  std::int32_t call_index = 0;
   // The prefix is the whole previous context (needed to reuse a hybrid
   // model's recurrent state, which cannot be rolled back).
   bool full_reuse = false;
+  std::string session_id;
+  std::string model;
   // Cumulative hashes of this call's context (prompt + output) blocks. The
   // caller keeps them alive and unchanged until the call finishes.
   std::span<const PrefixHash> chain;
