@@ -1,6 +1,7 @@
 #include "memory/kv_pool.h"
 
 #include <bit>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -24,16 +25,28 @@ bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
   if (free_ < n) return false;
   if (skip_begin_ < skip_end_ && free_ - FreeIn(skip_begin_, skip_end_) < n) return false;
   while (low_word_ < bits_.size() && bits_[low_word_] == 0) ++low_word_;
+  // Enough blocks are free outside the skip range, so this fills all n.
   const std::size_t start = out.size();
-  for (std::size_t w = low_word_; w < bits_.size() && static_cast<std::int32_t>(out.size() - start) < n; ++w) {
+  out.resize(start + static_cast<std::size_t>(n));
+  BlockId* dst = out.data() + start;
+  std::int32_t got = 0;
+  for (std::size_t w = low_word_; w < bits_.size() && got < n; ++w) {
     std::uint64_t word = bits_[w];
-    while (word != 0 && static_cast<std::int32_t>(out.size() - start) < n) {
-      const auto id = static_cast<BlockId>(w * 64 + static_cast<std::size_t>(std::countr_zero(word)));
+    if (word == 0) continue;
+    top_word_ = std::max(top_word_, w);
+    const auto base = static_cast<BlockId>(w * 64);
+    if (word == ~std::uint64_t{0} && n - got >= 64 && (base + 64 <= skip_begin_ || base >= skip_end_)) {
+      std::iota(dst + got, dst + got + 64, base);  // a whole free word
+      bits_[w] = 0;
+      got += 64;
+      continue;
+    }
+    while (word != 0 && got < n) {
+      const BlockId id = base + std::countr_zero(word);
       word &= word - 1;
       if (id >= skip_begin_ && id < skip_end_) continue;
       bits_[w] &= ~(std::uint64_t{1} << (id & 63));
-      top_word_ = std::max(top_word_, w);
-      out.push_back(id);
+      dst[got++] = id;
     }
   }
   free_ -= n;

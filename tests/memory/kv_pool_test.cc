@@ -129,6 +129,21 @@ TEST(KvPoolTest, SkipRangeAcrossWordsHoldsBackOnlyItsFreeBlocks) {
   EXPECT_EQ(b.back(), 199);
 }
 
+// Whole free words are handed out at once, except one the skip range covers.
+TEST(KvPoolTest, WholeFreeWordsSkipTheSkipRange) {
+  KvPool pool;
+  pool.Format({0, 300 * 10}, 10);
+  pool.SetSkip({64 * 10, 128 * 10});  // word 1 exactly
+  std::vector<BlockId> a{-1};          // appended after what is there
+  ASSERT_TRUE(pool.Allocate(130, a));
+  ASSERT_EQ(a.size(), 131u);
+  EXPECT_EQ(a[0], -1);
+  for (std::size_t k = 1; k <= 64; ++k) EXPECT_EQ(a[k], static_cast<BlockId>(k - 1));
+  for (std::size_t k = 65; k <= 130; ++k) EXPECT_EQ(a[k], static_cast<BlockId>(128 + k - 65));
+  EXPECT_EQ(pool.free_blocks(), 170);
+  EXPECT_EQ(pool.HighestAllocatedEnd(), 194 * 10);
+}
+
 TEST(KvPoolDeathTest, DoubleFreeIsABug) {
   KvPool pool;
   pool.Format({0, 100}, 10);
