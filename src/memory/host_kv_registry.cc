@@ -59,7 +59,24 @@ std::int32_t HostKvRegistry::Walk(ModelId model, std::span<const PrefixHash> cha
   });
 }
 
-void HostKvRegistry::Touch(Segment& s) { lru_.splice(lru_.end(), lru_, s.lru); }
+void HostKvRegistry::LruAppend(Segment& s) {
+  s.lru_prev = lru_tail_;
+  s.lru_next = nullptr;
+  (lru_tail_ != nullptr ? lru_tail_->lru_next : lru_head_) = &s;
+  lru_tail_ = &s;
+}
+
+void HostKvRegistry::LruUnlink(Segment& s) {
+  (s.lru_prev != nullptr ? s.lru_prev->lru_next : lru_head_) = s.lru_next;
+  (s.lru_next != nullptr ? s.lru_next->lru_prev : lru_tail_) = s.lru_prev;
+  s.lru_prev = s.lru_next = nullptr;
+}
+
+void HostKvRegistry::Touch(Segment& s) {
+  if (lru_tail_ == &s) return;
+  LruUnlink(s);
+  LruAppend(s);
+}
 
 void HostKvRegistry::TouchMatches() {
   for (auto m = walk_.rbegin(); m != walk_.rend(); ++m) Touch(*m->segment);  // tail first
@@ -84,22 +101,21 @@ void HostKvRegistry::TrimTail(Segment& s) {
   used_ -= s.block_bytes + s.tail_bytes;
   s.tail_bytes = 0;
   const PrefixHash dropped = s.hashes.back();
-  s.hashes.pop_back();
-  if (!s.done_at.empty()) s.done_at.pop_back();  // (only a published block goes)
+  s.hashes.pop_back();  // (only a published block goes)
   s.published = std::min(s.published, s.size());
   ++evicted_;
   ++version_;
   LogDrop(s, dropped);
   if (s.hashes.empty()) {
-    lru_.erase(s.lru);
+    LruUnlink(s);
     segments_.erase(Key{s.model, s.first});
   }
 }
 
 bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
-  for (auto it = lru_.begin(); used_ + bytes > capacity_ && it != lru_.end();) {
-    Segment& s = **it;
-    ++it;  // TrimTail may erase s
+  for (Segment* next = lru_head_; used_ + bytes > capacity_ && next != nullptr;) {
+    Segment& s = *next;
+    next = s.lru_next;  // TrimTail may erase s
     // Invariant 1: only published blocks past every pinned prefix go.
     const std::int32_t keep = s.pinned();
     while (used_ + bytes > capacity_ && s.size() > keep && s.published == s.size()) {
@@ -149,21 +165,19 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
         grow->start = present;
         grow->block_bytes = block_bytes;
         grow->owner = owner;
-        grow->lru = lru_.insert(lru_.end(), grow);
+        LruAppend(*grow);
       }
       Segment& s = *grow;
-      if (s.hashes.empty()) {  // a new segment: one allocation each
-        s.hashes.reserve(static_cast<std::size_t>(n));
-        s.done_at.reserve(static_cast<std::size_t>(n));
-      }
+      if (s.hashes.empty()) s.hashes.reserve(static_cast<std::size_t>(n));  // a new segment: one allocation
+      s.flight_first = s.size();
       s.hashes.insert(s.hashes.end(), from, from + n);
       s.tail_bytes = with_tail ? tail_bytes : 0;
-      for (std::int32_t i = 0; i < n; ++i) {
-        const std::int64_t bytes = block_bytes + (i == n - 1 ? s.tail_bytes : 0);
-        t += FromSeconds(static_cast<double>(bytes) / d2h_bytes_per_s);
-        s.done_at.push_back(t);
-        r.bytes += bytes;
-      }
+      // Back to back on the D2H engine; the last block carries the tail.
+      s.flight_start = t;
+      s.flight_step = FromSeconds(static_cast<double>(block_bytes) / d2h_bytes_per_s);
+      t += (n - 1) * s.flight_step + FromSeconds(static_cast<double>(block_bytes + s.tail_bytes) / d2h_bytes_per_s);
+      s.flight_end = t;
+      r.bytes = static_cast<std::int64_t>(n) * block_bytes + s.tail_bytes;
       used_ += r.bytes;
       r.copied_blocks = n;
       in_flight_.push_back(&s);
@@ -202,15 +216,13 @@ void HostKvRegistry::CompleteCopies(TimePoint now) {
   while (!in_flight_.empty()) {
     Segment& s = *in_flight_.front();
     std::int32_t p = s.published;
-    const std::int32_t first = s.size() - static_cast<std::int32_t>(s.done_at.size());
-    while (p < s.size() && s.done_at[static_cast<std::size_t>(p - first)] <= now) ++p;
+    while (p < s.size() && s.DoneAt(p) <= now) ++p;
     if (p != s.published) {
       s.published = p;
       ++version_;
     }
     if (p < s.size()) break;
     in_flight_.pop_front();
-    std::vector<TimePoint>().swap(s.done_at);  // all landed: the times are not needed
   }
 }
 
@@ -218,9 +230,8 @@ TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
   TimePoint done = now;
   std::erase_if(in_flight_, [&](Segment* s) {
     if (s->model != model) return false;
-    done = std::max(done, s->done_at.back());
+    done = std::max(done, s->flight_end);
     s->published = s->size();
-    std::vector<TimePoint>().swap(s->done_at);
     ++version_;
     return true;
   });

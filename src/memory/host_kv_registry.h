@@ -34,7 +34,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <span>
 #include <vector>
 
@@ -157,18 +156,29 @@ class HostKvRegistry {
     PrefixHash first = 0;             // its key's hash (the first block's, even once trimmed away)
     std::int32_t start = 0;           // the first block's position in the chain
     std::vector<PrefixHash> hashes;   // its blocks, in chain order (trimmed from the back)
-    // When the D2H copy of each of its last done_at.size() blocks completes:
-    // the blocks of the checkpoints still in flight (emptied once they land).
-    std::vector<TimePoint> done_at;
     std::int32_t published = 0;       // leading blocks whose copy completed
+    // The D2H copies of its blocks from flight_first on, one checkpoint's
+    // (a segment is extended only once its copies landed): they run back to
+    // back, one every flight_step from flight_start, the last ending at
+    // flight_end (it may carry the recurrent state). Arithmetic, so a
+    // checkpoint stores no per-block times.
+    std::int32_t flight_first = 0;
+    TimePoint flight_start;
+    Duration flight_step{};
+    TimePoint flight_end;
     std::int64_t block_bytes = 0;
     std::int64_t tail_bytes = 0;      // extra bytes on its last block, while it holds it
     std::vector<std::int32_t> pins;   // pinned prefix lengths, one per restore in flight
     ChainOwner owner = 0;
     bool shared = false;              // another owner's chain runs through it
-    std::list<Segment*>::iterator lru;
+    Segment* lru_prev = nullptr;      // its neighbours in the LRU order (intrusive:
+    Segment* lru_next = nullptr;      // the map's nodes do not move)
     std::int32_t size() const { return static_cast<std::int32_t>(hashes.size()); }
     std::int32_t pinned() const;
+    // When block i's copy lands. REQUIRES: flight_first <= i < size().
+    TimePoint DoneAt(std::int32_t i) const {
+      return i == size() - 1 ? flight_end : flight_start + (i - flight_first + 1) * flight_step;
+    }
   };
   // One step of a chain walk: a segment and how many of its leading blocks
   // the chain matches from `start`.
@@ -197,6 +207,8 @@ class HostKvRegistry {
   // Drops a segment's last block; erases the segment when it is empty.
   void TrimTail(Segment& s);
   void Touch(Segment& s);
+  void LruAppend(Segment& s);
+  void LruUnlink(Segment& s);
   void TouchMatches();  // walk_ tail first
   void LogDrop(const Segment& s, PrefixHash dropped);
 
@@ -205,10 +217,11 @@ class HostKvRegistry {
   std::int64_t evicted_ = 0;
   std::uint64_t version_ = 0;
   TimePoint d2h_free_at_;
-  // Node-based (segments are pointed at from lru_, in_flight_ and walks);
+  // Node-based (segments are pointed at from the LRU list, in_flight_ and walks);
   // open addressing finds a segment in fewer cache misses than buckets.
   absl::node_hash_map<Key, Segment, KeyHash> segments_;
-  std::list<Segment*> lru_;          // front = least recently used
+  Segment* lru_head_ = nullptr;      // least recently used
+  Segment* lru_tail_ = nullptr;      // most recently used
   std::deque<Segment*> in_flight_;   // segments with copies pending, in completion order
   std::vector<Drop> drops_;
   std::vector<Match> walk_;  // scratch for one call (no allocation per call)
