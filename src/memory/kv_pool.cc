@@ -53,16 +53,23 @@ bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
   return true;
 }
 
-std::int32_t KvPool::FreeIn(BlockId begin, BlockId end) const {
-  // A word of the free map at a time.
-  std::int32_t k = 0;
+template <typename F>
+void KvPool::ForEachWord(BlockId begin, BlockId end, F f) const {
   for (BlockId b = begin; b < end;) {
     const auto offset = static_cast<int>(b & 63);
     const BlockId n = std::min<BlockId>(64 - offset, end - b);
     const std::uint64_t mask = (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1) << offset;
-    k += std::popcount(bits_[static_cast<std::size_t>(b >> 6)] & mask);
+    if (!f(bits_[static_cast<std::size_t>(b >> 6)], mask)) return;
     b += n;
   }
+}
+
+std::int32_t KvPool::FreeIn(BlockId begin, BlockId end) const {
+  std::int32_t k = 0;
+  ForEachWord(begin, end, [&](std::uint64_t word, std::uint64_t mask) {
+    k += std::popcount(word & mask);
+    return true;
+  });
   return k;
 }
 
@@ -103,7 +110,12 @@ bool KvPool::AnyAllocatedIn(Region r) const {
   const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;
   const std::int64_t hi = std::min<std::int64_t>(
       total_, (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_);
-  return FreeIn(static_cast<BlockId>(lo), static_cast<BlockId>(hi)) < hi - lo;
+  bool any = false;
+  ForEachWord(static_cast<BlockId>(lo), static_cast<BlockId>(hi), [&](std::uint64_t word, std::uint64_t mask) {
+    any = (~word & mask) != 0;
+    return !any;
+  });
+  return any;
 }
 
 }  // namespace talaria

@@ -53,6 +53,10 @@ class KvPool {
   bool IsFree(BlockId id) const { return (bits_[id >> 6] >> (id & 63)) & 1; }
   // Free blocks in [begin, end).
   std::int32_t FreeIn(BlockId begin, BlockId end) const;
+  // Calls f(word, mask) for each word of the free map overlapping blocks
+  // [begin, end), mask selecting those blocks' bits, until it returns false.
+  template <typename F>
+  void ForEachWord(BlockId begin, BlockId end, F f) const;
 
   Region region_;
   std::int64_t block_bytes_ = 0;
