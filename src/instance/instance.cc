@@ -37,6 +37,20 @@ struct Instance::Model {
   std::int32_t recurrent_blocks = 0;
   std::deque<Request*> queue;     // arrived, not admitted
   std::vector<Request*> running;  // admitted: decoding, or swapped out at a slot end
+  // The running calls that are decoding (not swapped out), densely: a
+  // decode step's commit advances `decoded` and reads only this array, not
+  // each call. A call's output so far is min(base + decoded, output).
+  struct Decoding {
+    std::int64_t base;
+    std::int64_t prompt;
+    std::int64_t output;
+    std::int64_t seq;  // its place in `running` (admission order)
+    Request* request;
+    std::int64_t Generated(std::int64_t decoded) const { return std::min(base + decoded, output); }
+  };
+  std::vector<Decoding> decoding;
+  std::int64_t decoded = 0;  // decode iterations this model's batch has run
+  std::int64_t next_seq = 0;
   // Kept as the queue and running set change, so a snapshot's queued work
   // costs no walk over them: the queue's predicted prefill (exact integer
   // sums of each request's queued_prefill) and the tokens left to generate
@@ -58,8 +72,13 @@ struct Instance::Request {
   // What each decode step's commit reads and writes of every running call
   // comes first, next to the call's id and token counts, so the per-step
   // walk of the batch touches one or two cache lines per call.
+  // Output tokens so far while it is not decoding (queued: 0; swapped out:
+  // as of the swap); while decoding, Instance::Generated derives it.
   std::int64_t generated = 0;
-  bool swapped = false;  // KV swapped out at a slot end; restored in the next P
+  bool swapped = false;   // KV swapped out at a slot end; restored in the next P
+  bool decoding = false;  // in its model's `decoding` array
+  std::int64_t base = 0;  // while decoding: output so far = base + its model's `decoded`
+  std::int64_t seq = 0;   // its place in its model's `running`
   CallRequest call;
   std::int32_t model = 0;
   TimePoint arrived;
@@ -79,7 +98,6 @@ struct Instance::Request {
   mutable Session* session = nullptr;
   mutable bool session_looked_up = false;
 
-  std::int64_t context() const { return call.prompt_tokens + generated; }
   std::span<const PrefixHash> prompt_chain(std::int32_t block_tokens) const {
     const auto n = std::min<std::size_t>(call.chain.size(),
                                          static_cast<std::size_t>(call.prompt_tokens / block_tokens));
@@ -408,7 +426,7 @@ void Instance::OpenSlot(TimePoint now) {
   std::int64_t context = 0;
   for (const Request* r : m.running) {
     ++batch;
-    context += r->context();
+    context += Context(*r);
   }
   const double t_d = m.profile->DecodeStepSeconds(std::max(batch, 1), batch > 0 ? context / batch : 0);
   if (config_.tpot_target_s <= t_d) ++counters_.tpot_infeasible;
@@ -598,7 +616,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
     if (!AllocateBlocks(need, scratch_blocks_, nullptr)) return false;
     stager_.OnAllocated(scratch_blocks_, pool_);
     r.blocks = scratch_blocks_;
-    item = PrefillItem{0, r.context(), r.context(), Seq(r)};  // swapped KV comes back from host
+    item = PrefillItem{0, Context(r), Context(r), Seq(r)};  // swapped KV comes back from host
     return true;
   }
   const Reuse u = FindReuse(r);
@@ -644,6 +662,30 @@ SeqRef Instance::Seq(const Request& r) const {
   return SeqRef{r.call.id, r.call.prompt_ids, r.blocks, r.call.output_tokens, config_.ablation.hkvr};
 }
 
+std::int64_t Instance::Generated(const Request& r) const {
+  if (!r.decoding) return r.generated;
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  return std::min(r.base + m.decoded, r.call.output_tokens);
+}
+
+std::int64_t Instance::Context(const Request& r) const { return r.call.prompt_tokens + Generated(r); }
+
+void Instance::StartDecoding(Model& m, Request& r) {
+  r.base = r.generated - m.decoded;
+  m.decoding.push_back(Model::Decoding{r.base, r.call.prompt_tokens, r.call.output_tokens, r.seq, &r});
+  r.decoding = true;
+}
+
+void Instance::StopDecoding(Model& m, Request& r) {
+  if (!r.decoding) return;
+  r.generated = Generated(r);
+  r.decoding = false;
+  auto it = std::find_if(m.decoding.begin(), m.decoding.end(), [&](const Model::Decoding& d) { return d.request == &r; });
+  TALARIA_CHECK(it != m.decoding.end(), "a decoding call missing from its model's batch");
+  *it = m.decoding.back();  // (order is kept by `seq`)
+  m.decoding.pop_back();
+}
+
 bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   Model& m = Active();
   batch_.clear();
@@ -652,9 +694,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   const double elapsed = ToSeconds(now - slot_start_);
   std::int32_t running = 0;
   std::int64_t context = 0;
-  for (const Request* r : m.running) {
-    if (!r->swapped) ++running, context += r->context();
-  }
+  for (const Model::Decoding& d : m.decoding) ++running, context += d.prompt + d.Generated(m.decoded);
   const double t_d = m.profile->DecodeStepSeconds(std::max(running, 1), running > 0 ? context / running : 0);
   const double protected_left =
       running > 0 ? std::max(0, protected_iterations_ - decode_iterations_) * t_d : 0.0;
@@ -753,14 +793,18 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   std::int64_t context = 0;
   std::int64_t min_left = std::numeric_limits<std::int64_t>::max();
   decode_seqs_.clear();
-  for (const Request* r : m.running) {
-    if (r->swapped) continue;
-    decode_seqs_.push_back(Seq(*r));
+  for (const Model::Decoding& d : m.decoding) {
+    const std::int64_t generated = d.Generated(m.decoded);
     ++batch;
-    context += r->context();
-    min_left = std::min(min_left, r->call.output_tokens - r->generated);
+    context += d.prompt + generated;
+    min_left = std::min(min_left, d.output - generated);
   }
   if (batch == 0) return false;
+  if (!sizes_only_) {
+    for (const Request* r : m.running) {
+      if (!r->swapped) decode_seqs_.push_back(Seq(*r));
+    }
+  }
   const bool cold = config_.pool == Pool::kCold;
   const std::int32_t other = NextModelWithWork(active_);
   const bool contended = cold && ((other >= 0 && other != active_) || !Active().queue.empty());
@@ -823,6 +867,7 @@ void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
     swap_s += static_cast<double>(static_cast<std::int64_t>(r->blocks.size()) * m.block_bytes) /
               m.profile->h2d_bytes_per_s;
     r->blocks.clear();
+    StopDecoding(m, *r);
     r->swapped = true;
     ++r->preemptions;
     ++counters_.preemptions;
@@ -882,6 +927,7 @@ bool Instance::Cancel(std::int64_t call_id) {
     m.queued_prefill -= r.queued_prefill;
     m.tokens_left -= r.call.output_tokens;
   }
+  StopDecoding(m, r);
   if (std::erase(m.running, &r) > 0) m.tokens_left -= r.call.output_tokens - r.generated;
   if (!r.blocks.empty()) pool_.Free(r.blocks);  // includes the session's reused device blocks
   if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, r.prompt_chain(config_.block_tokens), r.pinned_host_blocks);
@@ -937,6 +983,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   rec.path = r.path;
   rec.reused_tokens = r.reused;
   rec.preemptions = r.preemptions;
+  StopDecoding(m, r);
   std::erase(m.running, &r);
   m.tokens_left -= r.call.output_tokens - r.generated;  // none left when it finished
   const std::int64_t id = r.call.id;
@@ -994,16 +1041,19 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
         }
         if (r->swapped) {
           r->swapped = false;  // restored: resumes decoding
+          StartDecoding(m, *r);
           continue;
         }
         r->generated = 1;  // prefill yields the first token
         r->first_token = end;
         events.OnFirstToken(r->call.id, end);
+        r->seq = m.next_seq++;
         m.running.push_back(r);
         m.tokens_left += r->call.output_tokens - r->generated;
+        StartDecoding(m, *r);
       }
       for (Request* r : batch_) {
-        if (r->generated >= r->call.output_tokens && !r->swapped) Finish(*r, end, events);
+        if (Generated(*r) >= r->call.output_tokens && !r->swapped) Finish(*r, end, events);
       }
       break;
     }
@@ -1018,14 +1068,21 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
           predicted > 0) {
         m.decode_scale = 0.8 * m.decode_scale + 0.2 * (took / predicted);
       }
+      // Every decoding call advances (none past its last token); those done
+      // finish in their admission order, as the batch runs.
+      const std::int64_t was = m.decoded;
+      m.decoded += step_.decode.iterations;
       batch_.clear();
-      for (Request* r : m.running) {
-        if (r->swapped) continue;
-        const std::int64_t was = r->generated;
-        r->generated = std::min(r->generated + step_.decode.iterations, r->call.output_tokens);
-        m.tokens_left -= r->generated - was;
-        events.OnTokens(r->call.id, r->generated, end);
-        if (r->generated >= r->call.output_tokens) batch_.push_back(r);
+      for (const Model::Decoding& d : m.decoding) {
+        const std::int64_t generated = d.Generated(m.decoded);
+        m.tokens_left -= generated - d.Generated(was);
+        if (generated >= d.output) batch_.push_back(d.request);
+      }
+      std::sort(batch_.begin(), batch_.end(), [](const Request* a, const Request* b) { return a->seq < b->seq; });
+      if (!sizes_only_) {
+        for (const Request* r : m.running) {
+          if (!r->swapped) events.OnTokens(r->call.id, Generated(*r), end);
+        }
       }
       for (Request* r : batch_) Finish(*r, end, events);
       break;

@@ -212,6 +212,11 @@ class Instance {
   // The planned step ended at `end` (for a switch, with these phases).
   void Commit(TimePoint end, const SwitchTiming& switch_timing, InstanceEvents& events);
   bool busy() const { return in_flight_; }
+  // For a driver that times steps from their sizes alone (the simulator's
+  // replay): decode steps then list no per-call sequences (DecodeStep::seqs
+  // stays empty) and OnTokens is not called, so a decode step's plan and
+  // commit cost no walk over its calls. Off by default.
+  void SetSizesOnly(bool sizes_only) { sizes_only_ = sizes_only; }
 
   const InstanceCounters& counters() const { return counters_; }
   // The telemetry snapshot the router reads (versioned; one per call).
@@ -283,6 +288,13 @@ class Instance {
   void Finish(Request& r, TimePoint now, InstanceEvents& events);
   double PredictPrefill(const Request& r, TimePoint now);
   SeqRef Seq(const Request& r) const;
+  // A running call's output so far and context (prompt + output).
+  std::int64_t Generated(const Request& r) const;
+  std::int64_t Context(const Request& r) const;
+  // A call starts or stops decoding (entering or leaving its model's
+  // `decoding` array; stopping fixes `generated`).
+  void StartDecoding(Model& m, Request& r);
+  void StopDecoding(Model& m, Request& r);
   // How much of a call's prompt this instance can reuse, in blocks: device
   // KV of its session (the active model's), else host KV (HKVR). `skips`
   // counts reuse a hybrid model's state rules declined. No side effects
@@ -332,6 +344,7 @@ class Instance {
 
   std::int32_t active_ = -1;  // index into models_, -1 before the first switch
   bool in_flight_ = false;
+  bool sizes_only_ = false;
   Step step_;
   std::vector<Request*> batch_;          // requests of the planned prefill step
   std::vector<PrefillItem> items_;       // and their items

@@ -47,6 +47,7 @@ class Driver final : public InstanceEvents {
       : trace_(trace), options_(options), result_(result), calls_(trace.calls.size()) {
     for (const auto& ic : cluster.instances) {
       instances_.push_back(std::make_unique<Instance>(ic, profiles));
+      instances_.back()->SetSizesOnly(true);  // the sim engine times steps from their sizes
       if (ic.block_tokens != cluster.instances.front().block_tokens) {
         throw InputError(cluster.source, "every instance must use the same block_tokens");
       }

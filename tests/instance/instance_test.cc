@@ -108,11 +108,20 @@ class Harness : public InstanceEvents {
   void OnFirstToken(std::int64_t id, TimePoint) override {
     first_tokens_this_step_.push_back(Name(static_cast<std::size_t>(id)));
   }
-  void OnFinished(const CallRecord& r) override { finished_[Name(static_cast<std::size_t>(r.id))] = r; }
+  void OnTokens(std::int64_t id, std::int64_t generated, TimePoint) override {
+    tokens_[Name(static_cast<std::size_t>(id))].push_back(generated);
+  }
+  void OnFinished(const CallRecord& r) override {
+    finished_[Name(static_cast<std::size_t>(r.id))] = r;
+    finish_order_.push_back(Name(static_cast<std::size_t>(r.id)));
+  }
   void OnSwitch(const SwitchRecord& r) override { switches_.push_back(r); }
   void OnRound(const RoundRecord& r) override { rounds_.push_back(r); }
 
   const CallRecord& Finished(const std::string& name) const { return finished_.at(name); }
+  const std::vector<std::string>& finish_order() const { return finish_order_; }
+  // Each call's OnTokens reports, in order (none when sizes only).
+  const std::map<std::string, std::vector<std::int64_t>>& tokens() const { return tokens_; }
   bool Done(const std::string& name) const { return finished_.contains(name); }
   const std::vector<SwitchRecord>& switches() const { return switches_; }
   const std::vector<GatherPlan>& plans() const { return switch_plans_; }
@@ -165,6 +174,8 @@ class Harness : public InstanceEvents {
   std::string pending_label_;
   std::vector<std::string> first_tokens_this_step_;
   std::map<std::string, CallRecord> finished_;
+  std::vector<std::string> finish_order_;
+  std::map<std::string, std::vector<std::int64_t>> tokens_;
   std::vector<SwitchRecord> switches_;
   std::vector<GatherPlan> switch_plans_;
   std::vector<RoundRecord> rounds_;
@@ -237,6 +248,48 @@ TEST(ColdInstanceTest, SlotBudgetEndsTheSlotAndRoundRobinSwitches) {
   EXPECT_GE(h.Finished("a0").preemptions, 1);
   EXPECT_GE(h.instance().counters().preemptions, 1);
   EXPECT_TRUE(h.Done("x0"));
+}
+
+// A decode step advances every decoding call; calls that end in the same
+// step finish in admission order (b before d, although a's finish moved d
+// ahead of b in the batch's dense array), each call's token reports rise by
+// the steps' iterations to its output, and a call swapped out at a slot end
+// resumes from where it stopped. Sizes only, the steps and records are the
+// same and no token reports are made.
+TEST(ColdInstanceTest, DecodeStepsAdvanceEveryCallAndFinishInAdmissionOrder) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.ttft_target_s = 1.0;  // short slots: c0 is swapped out when n gets its slot
+  c.tpot_target_s = 0.1;
+  c.min_prefill_budget_s = 0;
+  const std::vector<Harness::Call> calls = {{0, "a", 0, "m", 100, 0, 5},    {0, "b", 0, "m", 100, 0, 20},
+                                            {0, "c", 0, "m", 100, 0, 60},   {0, "d", 0, "m", 100, 0, 20},
+                                            {0.05, "x", 0, "n", 100, 0, 3}};
+  Harness full(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  full.Warmup("m");
+  const std::vector<std::string> log = full.Run(calls);
+  ASSERT_EQ(full.finish_order().size(), calls.size());
+  const auto& order = full.finish_order();
+  const auto at = [&](const std::string& name) { return std::find(order.begin(), order.end(), name) - order.begin(); };
+  EXPECT_LT(at("a0"), at("b0"));
+  EXPECT_EQ(at("d0"), at("b0") + 1);  // same step, admission order
+  EXPECT_EQ(full.Finished("b0").finished, full.Finished("d0").finished);
+  EXPECT_GE(full.Finished("c0").preemptions, 1);
+  for (const auto& [name, reports] : full.tokens()) {
+    ASSERT_FALSE(reports.empty()) << name;
+    EXPECT_TRUE(std::is_sorted(reports.begin(), reports.end())) << name;
+    EXPECT_EQ(std::adjacent_find(reports.begin(), reports.end()), reports.end()) << name;  // each step adds
+    const auto it = std::find_if(calls.begin(), calls.end(), [&](const Harness::Call& k) { return k.session + "0" == name; });
+    EXPECT_EQ(reports.back(), it->output) << name;
+  }
+  EXPECT_EQ(full.tokens().at("c0").size(), 59u);  // one per iteration (the harness steps one at a time)
+
+  Harness lean(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  lean.instance().SetSizesOnly(true);
+  lean.Warmup("m");
+  EXPECT_EQ(lean.Run(calls), log);
+  EXPECT_EQ(lean.finish_order(), full.finish_order());
+  EXPECT_TRUE(lean.tokens().empty());
+  for (const auto& name : order) EXPECT_EQ(lean.Finished(name).finished, full.Finished(name).finished) << name;
 }
 
 // Regression: with the active model idle and its slot closed, a call for
