@@ -69,9 +69,10 @@ struct Instance::Model {
 };
 
 struct Instance::Request {
-  // What each decode step's commit reads and writes of every running call
-  // comes first, next to the call's id and token counts, so the per-step
-  // walk of the batch touches one or two cache lines per call.
+  // What walks over a model's running calls read (the restore and swap
+  // loops, token reports, sequence lists) comes first, next to the call's
+  // id and token counts: one or two cache lines per call.
+  //
   // Output tokens so far while it is not decoding (queued: 0; swapped out:
   // as of the swap); while decoding, Instance::Generated derives it.
   std::int64_t generated = 0;

@@ -54,7 +54,7 @@ const char* ToString(AdmitPath p);
 
 // A call as the instance receives it.
 struct CallRequest {
-  // (The numbers first: the scheduler's per-step walks read them.)
+  // (The numbers first, where walks over a batch's calls read them.)
   std::int64_t id = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t prefix_tokens = 0;
