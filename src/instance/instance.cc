@@ -44,11 +44,27 @@ struct Instance::Model {
     std::int64_t base;
     std::int64_t prompt;
     std::int64_t output;
-    std::int64_t seq;  // its place in `running` (admission order)
     Request* request;
     std::int64_t Generated(std::int64_t decoded) const { return std::min(base + decoded, output); }
   };
   std::vector<Decoding> decoding;
+  // The decoding batch's size, summed context and fewest tokens left
+  // (INT64_MAX when empty), from the dense array.
+  struct BatchSums {
+    std::int32_t calls = 0;
+    std::int64_t context = 0;
+    std::int64_t min_left = std::numeric_limits<std::int64_t>::max();
+  };
+  BatchSums DecodingSums() const {
+    BatchSums b;
+    for (const Decoding& d : decoding) {
+      const std::int64_t generated = d.Generated(decoded);
+      ++b.calls;
+      b.context += d.prompt + generated;
+      b.min_left = std::min(b.min_left, d.output - generated);
+    }
+    return b;
+  }
   std::int64_t decoded = 0;  // decode iterations this model's batch has run
   std::int64_t next_seq = 0;
   // Kept as the queue and running set change, so a snapshot's queued work
@@ -673,7 +689,7 @@ std::int64_t Instance::Context(const Request& r) const { return r.call.prompt_to
 
 void Instance::StartDecoding(Model& m, Request& r) {
   r.base = r.generated - m.decoded;
-  m.decoding.push_back(Model::Decoding{r.base, r.call.prompt_tokens, r.call.output_tokens, r.seq, &r});
+  m.decoding.push_back(Model::Decoding{r.base, r.call.prompt_tokens, r.call.output_tokens, &r});
   r.decoding = true;
 }
 
@@ -683,7 +699,7 @@ void Instance::StopDecoding(Model& m, Request& r) {
   r.decoding = false;
   auto it = std::find_if(m.decoding.begin(), m.decoding.end(), [&](const Model::Decoding& d) { return d.request == &r; });
   TALARIA_CHECK(it != m.decoding.end(), "a decoding call missing from its model's batch");
-  *it = m.decoding.back();  // (order is kept by `seq`)
+  *it = m.decoding.back();  // (admission order is kept by Request::seq)
   m.decoding.pop_back();
 }
 
@@ -693,9 +709,9 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   items_.clear();
   const bool cold = config_.pool == Pool::kCold;
   const double elapsed = ToSeconds(now - slot_start_);
-  std::int32_t running = 0;
-  std::int64_t context = 0;
-  for (const Model::Decoding& d : m.decoding) ++running, context += d.prompt + d.Generated(m.decoded);
+  const Model::BatchSums sums = m.DecodingSums();
+  const std::int32_t running = sums.calls;
+  const std::int64_t context = sums.context;
   const double t_d = m.profile->DecodeStepSeconds(std::max(running, 1), running > 0 ? context / running : 0);
   const double protected_left =
       running > 0 ? std::max(0, protected_iterations_ - decode_iterations_) * t_d : 0.0;
@@ -790,16 +806,8 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
 
 bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   Model& m = Active();
-  std::int32_t batch = 0;
-  std::int64_t context = 0;
-  std::int64_t min_left = std::numeric_limits<std::int64_t>::max();
+  const auto [batch, context, min_left] = m.DecodingSums();
   decode_seqs_.clear();
-  for (const Model::Decoding& d : m.decoding) {
-    const std::int64_t generated = d.Generated(m.decoded);
-    ++batch;
-    context += d.prompt + generated;
-    min_left = std::min(min_left, d.output - generated);
-  }
   if (batch == 0) return false;
   if (!sizes_only_) {
     for (const Request* r : m.running) {
