@@ -259,18 +259,30 @@ bool Instance::Resident(const std::string& model) const {
   return i >= 0 && models_[static_cast<std::size_t>(i)]->resident;
 }
 
-double Instance::OpenModel(Model& m) {
+double Instance::OpenModel(Model& m, bool switching) {
   if (m.resident) return 0;
   m.resident = true;
   ++counters_.model_opens;
-  // Close the least recently active idle model when over the limit.
+  // Over the limit, close the least recently active idle model. At a switch
+  // the outgoing model leaves the GPUs, so when no open model is idle the
+  // least recently active one with queued work closes too: its weights do
+  // not fit beside the new model's, and its next slot opens it again.
+  // Outside a switch (an operator's open) the active model and models with
+  // work stay open, over the limit for now.
   std::int32_t open = 0;
   for (const auto& other : models_) open += other->resident;
   while (config_.max_resident > 0 && open > config_.max_resident) {
     Model* victim = nullptr;
+    bool victim_idle = false;
     for (auto& other : models_) {
-      if (!other->resident || other.get() == &m || other->id == active_ || HasWork(*other)) continue;
-      if (victim == nullptr || other->last_active < victim->last_active) victim = other.get();
+      if (!other->resident || other.get() == &m) continue;
+      const bool idle = !HasWork(*other) && (switching || other->id != active_);
+      if (!idle && !switching) continue;
+      if (victim == nullptr || (idle && !victim_idle) ||
+          (idle == victim_idle && other->last_active < victim->last_active)) {
+        victim = other.get();
+        victim_idle = idle;
+      }
     }
     if (victim == nullptr) break;  // every open model has work: over the limit for now
     victim->resident = false;
@@ -285,7 +297,7 @@ Instance::AdminResult Instance::AdminOpen(const std::string& model) {
   if (i < 0) return AdminResult::kUnknownModel;
   Model& m = *models_[static_cast<std::size_t>(i)];
   if (m.resident) return AdminResult::kAlready;
-  OpenModel(m);
+  OpenModel(m, /*switching=*/false);
   return AdminResult::kDone;
 }
 
@@ -909,7 +921,7 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
     ReleaseModelKv(Active(), now, drain);
   }
   stager_.Cancel(pool_);
-  const double full_open_s = OpenModel(to);
+  const double full_open_s = OpenModel(to, /*switching=*/true);
   if (full_open_s > 0) {  // nothing of it was staged or cached
     plan.d2d_bytes = plan.dirty_bytes = 0;
     plan.h2d_bytes = plan.weight_bytes;

@@ -312,7 +312,9 @@ class Instance {
   bool HostRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
   void StartStagingAfter(TimePoint now);
-  double OpenModel(Model& m);
+  // Makes `m` resident and returns its full-open time (0 if it was). At a
+  // switch (`switching`) the outgoing model may be closed even with work.
+  double OpenModel(Model& m, bool switching);
   void TrackHbm();
 
   InstanceConfig config_;

@@ -250,6 +250,34 @@ TEST(ColdInstanceTest, SlotBudgetEndsTheSlotAndRoundRobinSwitches) {
   EXPECT_TRUE(h.Done("x0"));
 }
 
+// Over max_resident, a switch closes the outgoing model even while it still
+// has work (a0, swapped out at the end of m's slot): its weights do not fit
+// beside n's, so the switch back to m opens it again (and closes n, idle by
+// then). Within the limit both stay open and only the first switch opens.
+TEST(ColdInstanceTest, OverTheResidentLimitASwitchClosesTheOutgoingModel) {
+  for (int max_resident : {1, 2}) {
+    SCOPED_TRACE(max_resident);
+    InstanceConfig c = Cold({"m", "n"});
+    c.ttft_target_s = 1.0;  // 0.45 s slots: a0 is swapped out before it ends
+    c.tpot_target_s = 0.1;
+    c.min_prefill_budget_s = 0;
+    c.resident = {"m"};
+    c.max_resident = max_resident;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    h.Run({{0, "a", 0, "m", 100, 0, 100}, {0, "x", 0, "n", 100, 0, 1}});
+    ASSERT_GE(h.switches().size(), 2u);
+    EXPECT_EQ(h.switches()[0].to, "n");
+    EXPECT_TRUE(h.switches()[0].opened);
+    EXPECT_EQ(h.switches()[1].to, "m");
+    EXPECT_EQ(h.switches()[1].opened, max_resident == 1);
+    EXPECT_EQ(h.instance().counters().model_opens, max_resident == 1 ? 2 : 1);
+    EXPECT_EQ(h.instance().counters().model_closes, max_resident == 1 ? 2 : 0);  // m, then n
+    EXPECT_TRUE(h.Done("a0"));
+    EXPECT_TRUE(h.Done("x0"));
+  }
+}
+
 // A decode step advances every decoding call; calls that end in the same
 // step finish in admission order (b before d, although a's finish moved d
 // ahead of b in the batch's dense array), each call's token reports rise by
