@@ -22,9 +22,11 @@ struct InstanceConfig {
   std::string name = "instance-0";
   Pool pool = Pool::kCold;
   std::vector<std::string> models;  // catalogue it may serve, in round order; hot: exactly one
-  // Models opened at start; empty means all of `models`. A call for another
-  // catalogue model opens it (a full open from storage), closing the least
-  // recently active idle model when more than max_resident would be open.
+  // Models opened at start; empty means all of `models`. A switch into
+  // another catalogue model opens it (a full open from storage) and, when
+  // more than max_resident would be open, closes the least recently active
+  // idle model, or failing one the least recently active model with work
+  // (its next slot opens it again).
   std::vector<std::string> resident;
   std::int32_t max_resident = 0;  // 0: no limit
   double storage_gbps = 5.0;      // assumption: local NVMe into pinned host memory, per node

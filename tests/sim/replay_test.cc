@@ -125,6 +125,53 @@ TEST(ReplayTest, FixedReplayCompletesEveryCallInEveryAblation) {
   EXPECT_GE(sct_p50["h2d-only"], sct_p50["talaria"]);
 }
 
+// One routing run on a shipped testbed (docs/reproduction.md): the talaria
+// configuration, `policy`, lease timeout `tau_s`, offered load as the
+// replay's start scale (0.25: --load high, 2: --load low).
+ReplayResult RoutingRun(const std::string& config, RouterPolicy policy, double tau_s, double start_scale) {
+  ClusterConfig c = LoadClusterConfig(kRoot + "/configs/" + config);
+  const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
+  const Trace trace = ReadTraceFile(kRoot + "/traces/router-120.jsonl");
+  c.router.policy = policy;
+  c.router.lease_tau_s = tau_s;
+  ReplayOptions options;
+  options.start_scale = start_scale;
+  return RunReplay(ToString(policy), c, profiles, trace, options);
+}
+
+// §5.3 at high load: the full router places no call where its worker must
+// open a model the other worker has open, each baseline does, and the full
+// router's TTFT p95 is the lowest.
+TEST(ReplayTest, FullRouterAvoidsTheOpensBaselinesCause) {
+  const ReplayResult full = RoutingRun("tp4-two-workers.toml", RouterPolicy::kFull, 1.0, 0.25);
+  EXPECT_EQ(full.calls_completed, 120);
+  EXPECT_EQ(full.avoidable_opens, 0);
+  for (RouterPolicy p : {RouterPolicy::kLeastPressure, RouterPolicy::kSessionSticky, RouterPolicy::kRoundRobin,
+                         RouterPolicy::kPrefixAware}) {
+    SCOPED_TRACE(ToString(p));
+    const ReplayResult base = RoutingRun("tp4-two-workers.toml", p, 1.0, 0.25);
+    EXPECT_EQ(base.calls_completed, 120);
+    EXPECT_GT(base.avoidable_opens, full.avoidable_opens);
+    EXPECT_GT(base.ttft_s.Percentile(95), full.ttft_s.Percentile(95));
+  }
+}
+
+// §5.4 on workers that hold one model each: a longer lease sends more
+// continuations back to their last worker, including workers that have
+// switched to another model since and must open theirs again, so
+// same-instance returns rise and residency hits fall.
+TEST(ReplayTest, LongerLeasesTradeResidencyForAffinity) {
+  const ReplayResult none = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 0.0, 2.0);
+  const ReplayResult one = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 1.0, 2.0);
+  const ReplayResult five = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 5.0, 2.0);
+  for (const ReplayResult* r : {&none, &one, &five}) EXPECT_EQ(r->calls_completed, 120);
+  EXPECT_EQ(none.router_counters.leases_installed, 0);
+  EXPECT_GT(one.same_instance_return_rate(), none.same_instance_return_rate());
+  EXPECT_GT(five.same_instance_return_rate(), one.same_instance_return_rate());
+  EXPECT_LT(one.residency_hit_rate(), none.residency_hit_rate());
+  EXPECT_LT(five.residency_hit_rate(), one.residency_hit_rate());
+}
+
 TEST(ReplayTest, SummaryCarriesTheDocumentedKeys) {
   ReplayResult r;
   r.config = "talaria";
