@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "core/error.h"
 #include "server/telemetry_json.h"
@@ -85,6 +86,7 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
       catalog_(cluster.instances, profiles),
       links_(std::move(links)),
       heartbeat_s_(cluster.heartbeat_s),
+      overload_max_wait_s_(cluster.overload_max_wait_s),
       router_(cluster.router, Names(cluster), Tps(cluster), profiles),
       sessions_(100'000, serve_.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }),
       last_(cluster.instances.size()),
@@ -121,6 +123,22 @@ void Gateway::Start() {
 void Gateway::Stop() {
   stop_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();
+  // Calls still waiting get an answer: nothing is dropped silently.
+  std::deque<Waiting> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting.swap(waiting_);
+    metrics_.waiting = 0;
+  }
+  for (const Waiting& w : waiting) {
+    if (w.call->ended.exchange(true)) continue;
+    ApiError e;
+    e.status = 503;
+    e.type = "server_error";
+    e.code = "shutting_down";
+    e.message = "the gateway stopped while the call waited for an instance";
+    w.call->sink->OnError(e);
+  }
   for (auto& link : links_) link->Stop();
 }
 
@@ -146,6 +164,47 @@ void Gateway::Heartbeat() {
       router_.OnTelemetry(index, *t, Now());
     });
   }
+  RetryWaiting();
+}
+
+std::size_t Gateway::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_.size();
+}
+
+void Gateway::RetryWaiting() {
+  struct Outcome {
+    std::shared_ptr<Call> call;
+    RouteDecision decision;
+  };
+  std::vector<Outcome> placed, expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waiting_.empty()) return;
+    const TimePoint now = Now();
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->call->ended) {  // cancelled while waiting
+        it = waiting_.erase(it);
+        continue;
+      }
+      const RouteDecision d = RouteLocked(it->call, now);
+      if (d.instance >= 0) {
+        placed.push_back({it->call, d});
+      } else if (now >= it->deadline) {
+        expired.push_back({it->call, d});
+      } else {
+        ++it;
+        continue;
+      }
+      it = waiting_.erase(it);
+    }
+    metrics_.waiting = waiting_.size();
+  }
+  for (const Outcome& o : placed) Dispatch(o.call, o.decision, /*retry=*/false);
+  for (const Outcome& o : expired) {
+    if (o.call->ended.exchange(true)) continue;
+    Reject(*o.call, o.decision.overload, overload_max_wait_s_);
+  }
 }
 
 void Gateway::HeartbeatLoop() {
@@ -154,7 +213,10 @@ void Gateway::HeartbeatLoop() {
   while (!stop_) {
     // Short sleeps so Stop() is prompt even with a long heartbeat.
     std::this_thread::sleep_for(std::min(period, std::chrono::duration<double>(0.05)));
-    if (std::chrono::steady_clock::now() - last < period) continue;
+    if (std::chrono::steady_clock::now() - last < period) {
+      RetryWaiting();
+      continue;
+    }
     last = std::chrono::steady_clock::now();
     Heartbeat();
   }
@@ -177,7 +239,14 @@ bool Gateway::Cancel(std::int64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(id);
-    if (it == live_.end()) return false;
+    if (it == live_.end()) {
+      // Waiting at the gateway: never accepted, so not counted failed.
+      auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& x) { return x.call->id == id; });
+      if (w == waiting_.end() || w->call->ended.exchange(true)) return false;
+      waiting_.erase(w);
+      metrics_.waiting = waiting_.size();
+      return true;
+    }
     call = it->second;
     instance = call->instance;
     live_.erase(it);
@@ -216,22 +285,34 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   return Place(call, /*retry=*/false) ? call->id : -1;
 }
 
-bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
+RouteDecision Gateway::RouteLocked(const std::shared_ptr<Call>& call, TimePoint now) {
   const LinkCall& c = *call->link;
+  RouteRequest route;
+  route.session_id = c.scoped_session;
+  route.model = c.model;
+  route.prompt_tokens = static_cast<std::int64_t>(c.prompt.size());
+  route.prefix_tokens = call->match.prefix_tokens;
+  route.continuation = call->match.continuation;
+  const RouteDecision d = router_.Route(route, now);
+  if (d.instance >= 0) {
+    call->instance = d.instance;
+    ++call->attempts;
+    live_[call->id] = call;
+  }
+  return d;
+}
+
+bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
   RouteDecision d;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    RouteRequest route;
-    route.session_id = c.scoped_session;
-    route.model = c.model;
-    route.prompt_tokens = static_cast<std::int64_t>(c.prompt.size());
-    route.prefix_tokens = call->match.prefix_tokens;
-    route.continuation = call->match.continuation;
-    d = router_.Route(route, Now());
-    if (d.instance >= 0) {
-      call->instance = d.instance;
-      ++call->attempts;
-      live_[call->id] = call;
+    const TimePoint now = Now();
+    d = RouteLocked(call, now);
+    if (d.instance < 0 && !retry && overload_max_wait_s_ > 0 && d.overload != RouteDecision::Overload::kNoInstance) {
+      waiting_.push_back(Waiting{call, now + FromSeconds(overload_max_wait_s_)});
+      ++metrics_.waited;
+      metrics_.waiting = waiting_.size();
+      return true;
     }
   }
   if (d.instance < 0) {
@@ -242,15 +323,30 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
       }
       return false;
     }
-    metrics_.rejected.Add(ToString(d.overload));
-    ApiError e;
-    e.status = 429;
-    e.type = "rate_limit_error";
-    e.code = "no_capacity";
-    e.message = std::string("no instance can take this call now (") + ToString(d.overload) + "); retry later";
-    call->sink->OnError(e);
+    Reject(*call, d.overload, 0);
     return false;
   }
+  Dispatch(call, d, retry);
+  return true;
+}
+
+void Gateway::Reject(Call& call, RouteDecision::Overload reason, double waited_s) {
+  metrics_.rejected.Add(ToString(reason));
+  ApiError e;
+  e.status = 429;
+  e.type = "rate_limit_error";
+  e.code = "no_capacity";
+  e.message = std::string("no instance can take this call now (") + ToString(reason) + ")";
+  if (waited_s > 0) {
+    char waited[64];
+    std::snprintf(waited, sizeof waited, " after waiting %g s at the gateway", waited_s);
+    e.message += waited;
+  }
+  e.message += "; retry later";
+  call.sink->OnError(e);
+}
+
+void Gateway::Dispatch(const std::shared_ptr<Call>& call, const RouteDecision& d, bool retry) {
   if (retry) {
     ++metrics_.retries;
   } else {
@@ -258,7 +354,6 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
     if (call->match.continuation) ++(d.lease_hit ? metrics_.lease_hits : metrics_.lease_misses);
   }
   links_[static_cast<std::size_t>(d.instance)]->Submit(call->link, std::make_shared<Relay>(*this, call));
-  return true;
 }
 
 void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, const std::string& finish_reason) {

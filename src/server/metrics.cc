@@ -95,6 +95,11 @@ std::string ServerMetrics::Render() const {
            std::to_string(a >= c + f ? a - c - f : 0) + "\n";
   }
   rejected.Render(out, "talaria_calls_rejected_total", "reason", "calls no instance could take, by reason");
+  Counter(out, "talaria_calls_waited_total", "calls that waited at the gateway for an instance to take them",
+          waited.load());
+  out += "# HELP talaria_calls_waiting calls waiting at the gateway now\n"
+         "# TYPE talaria_calls_waiting gauge\ntalaria_calls_waiting " +
+         std::to_string(waiting.load()) + "\n";
   kv_source.Render(out, "talaria_kv_source_total", "source", "where a call's prefix KV came from");
   switches.Render(out, "talaria_model_switches_total", "path", "model switches by path (d2d, partial, h2d)");
   Counter(out, "talaria_lease_hits_total", "returns routed by their session's lease", lease_hits.load());

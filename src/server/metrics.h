@@ -52,6 +52,8 @@ struct ServerMetrics {
   std::atomic<std::uint64_t> lease_hits{0};
   std::atomic<std::uint64_t> lease_misses{0};
   std::atomic<std::uint64_t> retries{0};  // calls placed again after their instance was unreachable
+  std::atomic<std::uint64_t> waited{0};   // calls that waited at the gateway (overload)
+  std::atomic<std::uint64_t> waiting{0};  // calls waiting there now
   LabeledCounter unreachable;             // by instance
 
   Histogram ttft_s;

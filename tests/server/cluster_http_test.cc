@@ -219,11 +219,17 @@ TEST_F(ClusterHttpTest, NoLiveInstanceGives503ThenAfterAHeartbeat429) {
   for (int k = 0; k < 200 && GatewayTelemetry(0)["healthy"].get<bool>(); ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // The call waits at the gateway for overload_max_wait_s (60 emulated
+  // seconds, 0.6 s here) in case an instance comes back, then is shed.
   const Reply shed = Chat(ChatBody("a", "anyone now?"));
   EXPECT_EQ(shed.status, 429) << shed.body;
   EXPECT_EQ(shed.retry_after, "1");
   EXPECT_EQ(shed.Json()["error"]["code"], "no_capacity");
+  EXPECT_NE(shed.Json()["error"]["message"].get<std::string>().find("(stale) after waiting 60 s"), std::string::npos)
+      << shed.body;
   const std::string m = Call(port_, http::verb::get, "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "talaria_calls_waited_total"), 1u);
+  EXPECT_EQ(MetricValue(m, "talaria_calls_waiting"), 0u);
   EXPECT_EQ(MetricValue(m, "talaria_calls_accepted_total"), 1u);  // the 503 one; the 429 was never accepted
   EXPECT_EQ(MetricValue(m, "talaria_calls_failed_total"), 1u);
 }
