@@ -7,12 +7,13 @@
 // again); the completion hook installs leases. A call whose instance turns
 // out unreachable before anything was streamed is placed again elsewhere.
 // A call no instance can take now (the router's overload: stale snapshots
-// or failed admission) waits at the gateway, in arrival order, and is
-// routed again on every wake of the heartbeat thread (at most 50 ms of wall
-// time apart) and every heartbeat, up to overload_max_wait_s of emulated
-// time; then it is rejected with 429 and the router's reason. A model no
-// instance serves is rejected at once, as is every overload when
-// overload_max_wait_s is 0.
+// or failed admission) waits at the gateway and is routed again, the
+// waiting calls in arrival order, on every wake of the heartbeat thread (at
+// most 50 ms of wall time apart) and every heartbeat, up to
+// overload_max_wait_s of emulated time; then it is rejected with 429 and
+// the router's reason. A new call is routed at once, so it may be placed
+// ahead of waiting ones (as in the simulator). A model no instance serves
+// is rejected at once, as is every overload when overload_max_wait_s is 0.
 //
 // Links are in-process instances (`talaria serve`: each [[instance]] runs
 // here on the sim engine, an emulation of the GPUs at `time_scale`) or
