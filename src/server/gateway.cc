@@ -308,7 +308,9 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = Now();
     d = RouteLocked(call, now);
-    if (d.instance < 0 && !retry && overload_max_wait_s_ > 0 && d.overload != RouteDecision::Overload::kNoInstance) {
+    // Stopping, a call is rejected at once: Stop() has answered the waiting.
+    if (d.instance < 0 && !retry && overload_max_wait_s_ > 0 && d.overload != RouteDecision::Overload::kNoInstance &&
+        !stop_) {
       waiting_.push_back(Waiting{call, now + FromSeconds(overload_max_wait_s_)});
       ++metrics_.waited;
       metrics_.waiting = waiting_.size();
