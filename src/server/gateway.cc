@@ -177,6 +177,7 @@ void Gateway::RetryWaiting() {
     std::shared_ptr<Call> call;
     RouteDecision decision;
   };
+  if (metrics_.waiting == 0) return;  // the heartbeat thread's every wake: no lock when none wait
   std::vector<Outcome> placed, expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
