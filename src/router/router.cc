@@ -134,6 +134,7 @@ struct Candidate {
   double kv_total_bytes = 0;
   // Eq.2's right-hand side, T_swap + mu_j * dW_m + nu_m.
   double replica_threshold_s = 0;
+  std::int32_t live_leases = 0;  // this model's on this instance: units held in its next slot
   bool serves = false;
   bool resident = false;
   bool active = false;
@@ -260,7 +261,7 @@ struct Router::Impl {
       if (owner == lease_owner.end()) continue;  // consumed or discarded already
       auto s = sessions.find(owner->second);
       if (s != sessions.end() && s->second.lease.id == id) {
-        --hot[static_cast<std::size_t>(s->second.lease.instance)].live_leases;
+        ChargeLease(s->second.lease, -1);
         s->second.lease = Lease{};
       }
       lease_owner.erase(owner);
@@ -316,9 +317,16 @@ struct Router::Impl {
     }
   }
 
+  // A live lease holds one admission unit in its model's next slot on its
+  // instance, and so lengthens that instance's round.
+  void ChargeLease(const Lease& l, std::int32_t delta) {
+    hot[static_cast<std::size_t>(l.instance)].live_leases += delta;
+    by_model[static_cast<std::size_t>(l.model)][static_cast<std::size_t>(l.instance)].live_leases += delta;
+  }
+
   void DropLease(SessionEntry& e) {
     if (e.lease.id == 0) return;
-    if (lease_owner.erase(e.lease.id) > 0) --hot[static_cast<std::size_t>(e.lease.instance)].live_leases;
+    if (lease_owner.erase(e.lease.id) > 0) ChargeLease(e.lease, -1);
     e.lease = Lease{};
   }
 
@@ -430,7 +438,7 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   e.lease = Lease{instance, model_id, kv_tokens, now + FromSeconds(options_.lease_tau_s), now, im.next_lease++};
   im.lease_owner.emplace(e.lease.id, std::string(session_id));
   im.lease_expiry.emplace_back(e.lease.expires, e.lease.id);
-  ++im.hot[static_cast<std::size_t>(instance)].live_leases;
+  im.ChargeLease(e.lease, +1);
   ++counters_.leases_installed;
 }
 
@@ -633,9 +641,10 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
     // work is a handful of loads and adds.
     if (terms == nullptr || terms->profile != p) terms = &im.TermsFor(p, r, output_tokens);
     // Queue ahead: the snapshot's, the overlay's forwards, and one admission
-    // unit per live lease (capacity held for returns the router expects).
+    // unit per live lease of this model here (capacity its next slot holds
+    // for returns the router expects). Every lease here lengthens the round.
     const double leases = inst.live_leases * lease_unit_s;
-    const double queue = c.queued_work_s + c.overlay_work_s + leases;
+    const double queue = c.queued_work_s + c.overlay_work_s + c.live_leases * lease_unit_s;
     // A cold instance admits a new call at the model's next P phase: the
     // wait advertised at the snapshot, less the time since.
     double wait = 0;

@@ -4,7 +4,9 @@
 // The full router keeps a session table. When a call completes it installs a
 // soft reservation, a lease (session, model, instance, prefix tokens,
 // t_exp = t_done + tau), which until it expires charges one admission unit
-// to that instance in the router's overlay. A returning call with a live
+// to its model's next slot on that instance in the router's overlay (new
+// calls for the model there count it ahead of them; every candidate there
+// counts it in the round Eq.5 checks). A returning call with a live
 // lease goes back to that instance if the instance is healthy and still holds
 // the prefix on device or in host KV; otherwise the lease is discarded and the
 // call is placed by cost: over instances with fresh telemetry, minimise

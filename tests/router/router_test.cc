@@ -221,6 +221,31 @@ TEST_F(RouterTest, OverlayChargesCountBeforeTheNextSnapshot) {
   EXPECT_EQ(r->Route(Req("d", false), AtSeconds(0.3)).instance, 0);
 }
 
+// A live lease holds one admission unit (lease_unit_s, 0.5 s) in its
+// model's next slot on its instance: new calls for that model see it ahead
+// of them there, calls for another model do not, but it lengthens the round
+// Eq.5 checks for every model.
+TEST_F(RouterTest, ALeaseChargesItsModelsSlotAndLengthensTheRound) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  ASSERT_EQ(r->Route(Req("s", false), AtSeconds(0.1)).instance, 0);
+  Feed(*r, 2, 0.2);                                       // s's forward is in the snapshot
+  r->OnCompleted("s", "m", 0, 1000, 10, AtSeconds(0.5));  // s's lease: m on i0
+  EXPECT_EQ(r->Route(Req("y", false, "n"), AtSeconds(0.6)).instance, 0);  // n: a tie, lowest index
+  EXPECT_EQ(r->Route(Req("x", false, "m"), AtSeconds(0.6)).instance, 1);  // m: the unit counts on i0
+
+  auto busy = Make({});
+  Feed(*busy, 2, 0);
+  ASSERT_EQ(busy->Route(Req("s", false), AtSeconds(0.1)).instance, 0);
+  for (int i = 0; i < 2; ++i) {
+    InstanceTelemetry t = Snap(++version_, 0.2);
+    t.round_estimate_s = 15.3;  // bound 18 s; n's own work 2 s and its switch 0.5 s
+    busy->OnTelemetry(i, t, AtSeconds(0.2));
+  }
+  busy->OnCompleted("s", "m", 0, 1000, 10, AtSeconds(0.5));
+  EXPECT_EQ(busy->Route(Req("y", false, "n"), AtSeconds(0.6)).instance, 1);  // i0's round: 18.3 s
+}
+
 TEST_F(RouterTest, TiesBreakToTheLowestIndex) {
   auto r = Make({}, 4);
   Feed(*r, 4, 0);
