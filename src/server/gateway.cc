@@ -167,11 +167,6 @@ void Gateway::Heartbeat() {
   RetryWaiting();
 }
 
-std::size_t Gateway::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return waiting_.size();
-}
-
 void Gateway::RetryWaiting() {
   struct Outcome {
     std::shared_ptr<Call> call;
@@ -183,11 +178,8 @@ void Gateway::RetryWaiting() {
     std::lock_guard<std::mutex> lock(mu_);
     if (waiting_.empty()) return;
     const TimePoint now = Now();
+    // (A call cancelled while waiting left the queue then; Stop() empties it.)
     for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (it->call->ended) {  // cancelled while waiting
-        it = waiting_.erase(it);
-        continue;
-      }
       const RouteDecision d = RouteLocked(it->call, now);
       if (d.instance >= 0) {
         placed.push_back({it->call, d});

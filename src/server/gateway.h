@@ -76,7 +76,7 @@ class Gateway final : public CompletionService {
   // is placed, rejected (429) past its deadline, or left waiting.
   void RetryWaiting();
   // Calls waiting at the gateway now.
-  std::size_t waiting() const;
+  std::size_t waiting() const { return metrics_.waiting.load(); }
 
  private:
   struct Call;
@@ -111,7 +111,7 @@ class Gateway final : public CompletionService {
   double heartbeat_s_;
   double overload_max_wait_s_;
 
-  mutable std::mutex mu_;  // guards everything below up to metrics_
+  std::mutex mu_;  // guards everything below up to metrics_
   Router router_;
   SessionContexts sessions_;
   std::unordered_map<std::int64_t, std::shared_ptr<Call>> live_;
