@@ -4,7 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "profile/profile.h"
-#include "sim/cluster_config.h"
+#include "config/cluster_config.h"
 #include "sim/replay.h"
 #include "trace/trace.h"
 

@@ -1,18 +1,22 @@
 # Layer bookkeeping: one static library per layer under src/<layer>/, and a
-# build-time check that no file includes a header from a higher layer.
+# build-time check that no file includes a header of a layer its own layer
+# does not depend on (cmake/check_layering.cmake).
 
 set(TALARIA_LAYERING_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/check_layering.cmake)
 
+# talaria_define_layers(SPEC...): each SPEC is `name` or `name=dep+dep`,
+# lowest layer first (see check_layering.cmake). The joined spec is kept in
+# TALARIA_LAYER_SPEC for the layer check's own tests.
 function(talaria_define_layers)
-  set(TALARIA_LAYERS ${ARGN} CACHE INTERNAL "Talaria layers, lowest first")
+  string(REPLACE ";" "|" _spec "${ARGN}")
+  set(TALARIA_LAYER_SPEC "${_spec}" CACHE INTERNAL "Talaria layers and their dependencies, lowest first")
   file(GLOB_RECURSE _sources CONFIGURE_DEPENDS
        ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/*.cc
        ${CMAKE_SOURCE_DIR}/apps/*.h ${CMAKE_SOURCE_DIR}/apps/*.cc)
   set(_stamp ${CMAKE_BINARY_DIR}/layering.stamp)
-  string(REPLACE ";" "," _layers "${ARGN}")
   add_custom_command(
     OUTPUT ${_stamp}
-    COMMAND ${CMAKE_COMMAND} -DROOT=${CMAKE_SOURCE_DIR} -DLAYERS=${_layers}
+    COMMAND ${CMAKE_COMMAND} -DROOT=${CMAKE_SOURCE_DIR} "-DLAYERS=${_spec}"
             -DSTAMP=${_stamp} -P ${TALARIA_LAYERING_SCRIPT}
     DEPENDS ${_sources} ${TALARIA_LAYERING_SCRIPT}
     COMMENT "Checking layer dependencies"

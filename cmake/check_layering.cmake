@@ -1,10 +1,37 @@
-# cmake -DROOT=<tree> -DLAYERS=a,b,c [-DSTAMP=file] -P check_layering.cmake
-# Fails when a file under ROOT/src/<layer>/ (or ROOT/apps/, the top layer)
-# includes "<other>/..." where <other> is a layer listed after <layer>.
-string(REPLACE "," ";" layers "${LAYERS}")
+# cmake -DROOT=<tree> -DLAYERS=<spec> [-DSTAMP=file] -P check_layering.cmake
+#
+# <spec> lists the layers lowest first, separated by '|'; each entry is
+# `name` or `name=dep+dep`, naming the layers it may include directly (each
+# listed before it). A layer may include its own headers and those of every
+# layer it reaches through its dependencies, nothing else, so two layers
+# that do not reach each other are siblings. Fails when a file under
+# ROOT/src/<layer>/ (or ROOT/apps/ for the layer `apps`) includes
+# "<other>/..." where <other> is a layer it may not include.
+string(REPLACE "|" ";" entries "${LAYERS}")
+set(layers "")
+foreach(entry IN LISTS entries)
+  string(REPLACE "=" ";" parts "${entry}")
+  list(GET parts 0 layer)
+  set(reach "")
+  list(LENGTH parts n)
+  if(n GREATER 1)
+    list(GET parts 1 deps)
+    string(REPLACE "+" ";" deps "${deps}")
+    foreach(dep IN LISTS deps)
+      list(FIND layers ${dep} known)
+      if(known LESS 0)
+        message(FATAL_ERROR "layer '${layer}' depends on '${dep}', which is not listed before it")
+      endif()
+      list(APPEND reach ${dep} ${reach_${dep}})
+    endforeach()
+    list(REMOVE_DUPLICATES reach)
+  endif()
+  set(reach_${layer} ${reach})
+  list(APPEND layers ${layer})
+endforeach()
+
 set(violations "")
 foreach(layer IN LISTS layers)
-  list(FIND layers ${layer} rank)
   if(layer STREQUAL "apps")
     set(dir ${ROOT}/apps)
   else()
@@ -18,16 +45,18 @@ foreach(layer IN LISTS layers)
     file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[a-z_]+/")
     foreach(line IN LISTS lines)
       string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([a-z_]+)/.*" "\\1" target "${line}")
-      list(FIND layers ${target} target_rank)
-      if(target_rank GREATER rank)
+      list(FIND layers ${target} is_layer)
+      list(FIND reach_${layer} ${target} allowed)
+      if(is_layer GREATER_EQUAL 0 AND allowed LESS 0 AND NOT target STREQUAL layer)
         file(RELATIVE_PATH rel ${ROOT} ${f})
-        string(APPEND violations "  ${rel}: layer '${layer}' includes '${target}/', a higher layer\n")
+        string(REPLACE ";" ", " may "${reach_${layer}}")
+        string(APPEND violations "  ${rel}: layer '${layer}' includes '${target}/', which it may not (it may include: ${may})\n")
       endif()
     endforeach()
   endforeach()
 endforeach()
 if(violations)
-  message(FATAL_ERROR "Layering violation (lower layers must not include higher ones):\n${violations}")
+  message(FATAL_ERROR "Layering violation (a layer includes only the layers it depends on):\n${violations}")
 endif()
 if(STAMP)
   file(TOUCH ${STAMP})

@@ -13,7 +13,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "sim/cluster_config.h"
+#include "config/cluster_config.h"
 #include "server/http_replay.h"
 #include "sim/replay.h"
 #include "trace/trace.h"

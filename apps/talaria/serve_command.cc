@@ -16,7 +16,7 @@
 #include "server/instance_service.h"
 #include "server/remote_instance.h"
 #include "embedded_configs.h"
-#include "sim/cluster_config.h"
+#include "config/cluster_config.h"
 
 namespace talaria::cli {
 namespace {

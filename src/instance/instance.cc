@@ -245,15 +245,6 @@ InstanceCounters& InstanceCounters::operator+=(const InstanceCounters& o) {
   return *this;
 }
 
-const char* ToString(KvState s) {
-  switch (s) {
-    case KvState::kMissing: return "missing";
-    case KvState::kHost: return "host";
-    case KvState::kDevice: return "device";
-  }
-  return "?";
-}
-
 bool Instance::Resident(const std::string& model) const {
   const std::int32_t i = ModelIndex(model);
   return i >= 0 && models_[static_cast<std::size_t>(i)]->resident;

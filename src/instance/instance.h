@@ -36,7 +36,7 @@
 #include "core/time.h"
 #include "engine/engine.h"
 #include "instance/config.h"
-#include "instance/telemetry.h"
+#include "telemetry/telemetry.h"
 #include "memory/block_hashes.h"
 #include "memory/hbm_layout.h"
 #include "memory/host_kv_registry.h"

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "core/time.h"
-#include "instance/telemetry.h"
+#include "telemetry/telemetry.h"
 #include "profile/profile.h"
 
 namespace talaria {

@@ -39,7 +39,7 @@
 #include "server/call_prep.h"
 #include "server/instance_link.h"
 #include "server/service.h"
-#include "sim/cluster_config.h"
+#include "config/cluster_config.h"
 
 namespace talaria {
 

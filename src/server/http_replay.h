@@ -14,7 +14,7 @@
 
 #include <string>
 
-#include "sim/replay.h"
+#include "driver/replay_result.h"
 #include "trace/trace.h"
 
 namespace talaria {

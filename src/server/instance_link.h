@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "instance/telemetry.h"
+#include "telemetry/telemetry.h"
 #include "server/instance_service.h"
 #include "server/service.h"
 

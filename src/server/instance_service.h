@@ -26,7 +26,7 @@
 #include "server/call_prep.h"
 #include "server/realtime_instance.h"
 #include "server/service.h"
-#include "sim/cluster_config.h"
+#include "config/cluster_config.h"
 
 namespace talaria {
 

@@ -9,37 +9,44 @@
 
 namespace talaria {
 
+namespace {
+
+Engine& NonNull(const std::unique_ptr<Engine>& engine) {
+  TALARIA_CHECK(engine != nullptr, "a real-time instance needs an engine");
+  return *engine;
+}
+
+}  // namespace
+
+// Receives a commit's events from the runner, on the driver thread with
+// the driver's lock released: looks the call up under the lock, then runs
+// the caller's callback unlocked, so a callback may Submit (a session's
+// next call) or Cancel without deadlocking.
 class RealtimeInstance::Events final : public InstanceEvents {
  public:
   explicit Events(RealtimeInstance& owner) : owner_(owner) {}
-  // Callbacks are deferred until the driver releases its lock, so one may
-  // Submit (a session's next call) without deadlocking.
   void OnFirstToken(std::int64_t call_id, TimePoint at) override {
-    auto it = owner_.in_flight_.find(call_id);
-    if (it != owner_.in_flight_.end() && it->second->callbacks.on_first_token) {
-      owner_.deferred_.push_back([cb = it->second->callbacks.on_first_token, ids = owner_.NewTokens(*it->second, 1),
-                                  at] { cb(ids, at); });
-    }
+    Pending* p = owner_.Find(call_id);
+    if (p != nullptr && p->callbacks.on_first_token) p->callbacks.on_first_token(owner_.NewTokens(*p, 1), at);
   }
   void OnTokens(std::int64_t call_id, std::int64_t generated, TimePoint at) override {
-    auto it = owner_.in_flight_.find(call_id);
-    if (it != owner_.in_flight_.end() && it->second->callbacks.on_tokens) {
-      owner_.deferred_.push_back([cb = it->second->callbacks.on_tokens, generated,
-                                  ids = owner_.NewTokens(*it->second, generated), at] { cb(generated, ids, at); });
-    }
+    Pending* p = owner_.Find(call_id);
+    if (p != nullptr && p->callbacks.on_tokens) p->callbacks.on_tokens(generated, owner_.NewTokens(*p, generated), at);
   }
   void OnFinished(const CallRecord& record) override {
     owner_.engine_->Forget(record.id);
-    auto it = owner_.in_flight_.find(record.id);
-    if (it == owner_.in_flight_.end()) return;
-    std::shared_ptr<Pending> done(std::move(it->second));
-    owner_.in_flight_.erase(it);
-    if (done->callbacks.on_finished) {
-      owner_.deferred_.push_back([done, record] { done->callbacks.on_finished(record); });
+    std::unique_ptr<Pending> done;
+    {
+      std::lock_guard<std::mutex> lock(owner_.mu_);
+      auto it = owner_.in_flight_.find(record.id);
+      if (it == owner_.in_flight_.end()) return;  // cancelled
+      done = std::move(it->second);
+      owner_.in_flight_.erase(it);
     }
+    if (done->callbacks.on_finished) done->callbacks.on_finished(record);
   }
   void OnSwitch(const SwitchRecord& record) override {
-    if (owner_.on_switch_) owner_.deferred_.push_back([f = owner_.on_switch_, record] { f(record); });
+    if (owner_.on_switch_) owner_.on_switch_(record);
   }
   void OnRound(const RoundRecord&) override {}
 
@@ -52,9 +59,9 @@ RealtimeInstance::RealtimeInstance(InstanceConfig config, const ProfileSet& prof
                                    std::shared_ptr<const SteadyClock> clock)
     : instance_(std::move(config), profiles),
       engine_(std::move(engine)),
+      runner_(instance_, NonNull(engine_)),
       time_scale_(time_scale),
       clock_(clock != nullptr ? std::move(clock) : std::make_shared<const SteadyClock>()) {
-  TALARIA_CHECK(engine_ != nullptr, "a real-time instance needs an engine");
   if (!(time_scale > 0)) throw InputError("time_scale", "must be greater than 0");
   if (!engine_->emulated() && time_scale != 1.0) {
     throw InputError("time_scale", "must be 1 for instance '" + instance_.name() +
@@ -148,6 +155,14 @@ Instance::AdminResult RealtimeInstance::Admin(const std::string& model, bool ope
   return r;
 }
 
+RealtimeInstance::Pending* RealtimeInstance::Find(std::int64_t call_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(call_id);
+  // A cancelled call's entry stays alive (in cancelled_) until the next
+  // step, so the pointer outlives this delivery.
+  return it == in_flight_.end() ? nullptr : it->second.get();
+}
+
 void RealtimeInstance::Loop() {
   Events events(*this);
   std::unique_lock<std::mutex> lock(mu_);
@@ -167,7 +182,7 @@ void RealtimeInstance::Loop() {
     }
     // Arrivals are not known ahead in real time: decode one boundary at a
     // time, so a return is seen at the next boundary.
-    const Instance::Step& step = instance_.Plan(now, now);
+    const Instance::Step& step = runner_.Plan(now, now);
     if (step.kind == Instance::Step::Kind::kIdle) {
       const auto wake = step.wake_at;
       const auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); };
@@ -180,49 +195,28 @@ void RealtimeInstance::Loop() {
       }
       continue;
     }
-    SwitchTiming timing;
     if (engine_->emulated()) {
-      const Duration took = RunStep(step, timing);
+      const Duration took = runner_.Execute();
       // An emulated step holds the (virtual) GPU for its duration; new
       // submissions queue meanwhile and join at the next boundary.
       const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took / time_scale_);
       cv_.wait_for(lock, wall, [&] { return stop_; });
       if (stop_) break;
-      instance_.Commit(now + took, timing, events);
+      runner_.Commit(now + took);
     } else {
       // A computing step runs unlocked: submissions, snapshots and admin
       // calls go on meanwhile (they touch neither the step nor the KV pool).
       lock.unlock();
-      RunStep(step, timing);
+      runner_.Execute();
       lock.lock();
       if (stop_) break;
       NameContexts(step);
-      instance_.Commit(Now(), timing, events);
+      runner_.Commit(Now());
     }
-    if (!deferred_.empty()) {
-      std::vector<std::function<void()>> run;
-      run.swap(deferred_);
-      lock.unlock();
-      for (auto& f : run) f();
-      lock.lock();
-    }
+    lock.unlock();
+    runner_.Deliver(events);
+    lock.lock();
   }
-}
-
-Duration RealtimeInstance::RunStep(const Instance::Step& step, SwitchTiming& timing) {
-  switch (step.kind) {
-    case Instance::Step::Kind::kPrefill:
-    case Instance::Step::Kind::kSessionPrefill:
-      return engine_->Prefill(step.prefill);
-    case Instance::Step::Kind::kDecode:
-      return engine_->Decode(step.decode);
-    case Instance::Step::Kind::kSwitch:
-      timing = engine_->Switch(step.switch_step);
-      return FromSeconds(timing.total_s());
-    case Instance::Step::Kind::kIdle:
-      break;
-  }
-  return Duration{};
 }
 
 void RealtimeInstance::NameContexts(const Instance::Step& step) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "driver/instance_runner.h"
 #include "engine/engine.h"
 #include "instance/instance.h"
 
@@ -89,14 +90,16 @@ class RealtimeInstance {
   class Events;
 
   void Loop();
-  Duration RunStep(const Instance::Step& step, SwitchTiming& timing);
+  // The call in flight with this id, or null (finished or cancelled).
+  Pending* Find(std::int64_t call_id);
   // Names finished calls' context blocks by their real tokens (before Commit).
   void NameContexts(const Instance::Step& step);
   // The engine's new output ids for a call since the last callback.
   std::vector<std::int32_t> NewTokens(Pending& p, std::int64_t generated);
 
   Instance instance_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Engine> engine_;  // not null
+  InstanceRunner runner_;
   double time_scale_;
   std::shared_ptr<const SteadyClock> clock_;
   std::mutex mu_;
@@ -107,7 +110,6 @@ class RealtimeInstance {
   // Cancelled calls, kept until the step in flight ends (it may read them).
   std::vector<std::unique_ptr<Pending>> cancelled_;                       // guarded by mu_
   bool stop_ = false;                                      // guarded by mu_
-  std::vector<std::function<void()>> deferred_;            // callbacks to run unlocked
   std::function<void(const SwitchRecord&)> on_switch_;
   std::thread thread_;
 };

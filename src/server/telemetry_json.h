@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "instance/telemetry.h"
+#include "telemetry/telemetry.h"
 
 namespace talaria {
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "driver/instance_runner.h"
 #include "engine/sim_engine.h"
 #include "memory/block_hashes.h"
 #include "sim/event_queue.h"
@@ -48,12 +49,12 @@ class Driver final : public InstanceEvents {
     for (const auto& ic : cluster.instances) {
       instances_.push_back(std::make_unique<Instance>(ic, profiles));
       instances_.back()->SetSizesOnly(true);  // the sim engine times steps from their sizes
+      runners_.push_back(std::make_unique<InstanceRunner>(*instances_.back(), engine_));
       if (ic.block_tokens != cluster.instances.front().block_tokens) {
         throw InputError(cluster.source, "every instance must use the same block_tokens");
       }
     }
     block_tokens_ = cluster.instances.front().block_tokens;
-    pending_timing_.resize(instances_.size());
     step_seq_.resize(instances_.size());
     for (const auto& s : GroupSessions(trace)) {
       SessionRun run;
@@ -107,12 +108,16 @@ class Driver final : public InstanceEvents {
       } else if (e.payload.kind == EventKind::kHeartbeat) {
         if (result_.calls_completed + result_.rejected < result_.calls_total) Heartbeat();
       } else if (e.payload.step == step_seq_[static_cast<std::size_t>(e.payload.index)]) {
-        Instance& inst = *instances_[static_cast<std::size_t>(e.payload.index)];
-        inst.Commit(now_, pending_timing_[static_cast<std::size_t>(e.payload.index)], *this);
+        InstanceRunner& runner = *runners_[static_cast<std::size_t>(e.payload.index)];
+        runner.Commit(now_);
+        runner.Deliver(*this);
         Kick(e.payload.index);
       }
     }
-    for (const auto& inst : instances_) inst->Flush(*this);
+    for (const auto& runner : runners_) {
+      runner->Flush();
+      runner->Deliver(*this);
+    }
     if (result_.calls_completed + result_.rejected != result_.calls_total) {
       std::string state;
       for (const auto& inst : instances_) state += "\n  " + inst->Describe();
@@ -333,7 +338,9 @@ class Driver final : public InstanceEvents {
         std::min<double>(part.iterations - 1, std::floor(ToSeconds(now_ - start) / step_s)));
     while (part.iterations >= 1 && start + engine_.Decode(part) > now_) --part.iterations;
     if (part.iterations < 1) return;
-    inst.SplitDecode(start + engine_.Decode(part), part.iterations, *this);
+    InstanceRunner& runner = *runners_[static_cast<std::size_t>(index)];
+    runner.SplitDecode(start + engine_.Decode(part), part.iterations);
+    runner.Deliver(*this);
     Retime(index);
   }
 
@@ -354,44 +361,28 @@ class Driver final : public InstanceEvents {
   }
 
   void Kick(std::int32_t index) {
-    Instance& inst = *instances_[static_cast<std::size_t>(index)];
-    if (inst.busy()) return;
+    InstanceRunner& runner = *runners_[static_cast<std::size_t>(index)];
+    if (runner.instance().busy()) return;
     // No horizon: arrivals (Interrupt) and heartbeats (CatchUp) cut a long decode.
-    const Instance::Step& step = inst.Plan(now_, TimePoint::max());
-    Duration took{};
-    SwitchTiming& timing = pending_timing_[static_cast<std::size_t>(index)];
-    timing = SwitchTiming{};
-    switch (step.kind) {
-      case Instance::Step::Kind::kIdle:
-        if (step.wake_at != TimePoint::max()) {
-          events_.Push(step.wake_at, Event{EventKind::kWake, index});
-        }
-        return;
-      case Instance::Step::Kind::kPrefill:
-      case Instance::Step::Kind::kSessionPrefill:
-        took = engine_.Prefill(step.prefill);
-        break;
-      case Instance::Step::Kind::kDecode:
-        took = engine_.Decode(step.decode);
-        break;
-      case Instance::Step::Kind::kSwitch:
-        timing = engine_.Switch(step.switch_step);
-        took = FromSeconds(timing.total_s());
-        break;
+    const Instance::Step& step = runner.Plan(now_, TimePoint::max());
+    if (step.kind == Instance::Step::Kind::kIdle) {
+      if (step.wake_at != TimePoint::max()) events_.Push(step.wake_at, Event{EventKind::kWake, index});
+      return;
     }
+    const Duration took = runner.Execute();
     events_.Push(now_ + took, Event{EventKind::kStepDone, index, ++step_seq_[static_cast<std::size_t>(index)]});
   }
 
   const Trace& trace_;
   const ReplayOptions& options_;
   ReplayResult& result_;
+  SimEngine engine_;  // models every instance's step times (stateless)
   std::vector<std::unique_ptr<Instance>> instances_;
-  std::vector<SwitchTiming> pending_timing_;
+  std::vector<std::unique_ptr<InstanceRunner>> runners_;  // index-aligned with instances_
   std::vector<std::uint32_t> step_seq_;  // per instance: the step whose end is awaited
   std::vector<SessionRun> sessions_;
   std::vector<CallRun> calls_;
   EventQueue<Event> events_;
-  SimEngine engine_;
   std::unique_ptr<Router> router_;
   InstanceTelemetry telemetry_;  // one buffer for every heartbeat's snapshot
   double heartbeat_s_ = 0.25;
@@ -404,68 +395,6 @@ class Driver final : public InstanceEvents {
 };
 
 }  // namespace
-
-nlohmann::ordered_json ReplayResult::ToJson() const {
-  auto pct = [](const Sample& s, double q) { return s.empty() ? 0.0 : s.Percentile(q); };
-  nlohmann::ordered_json j;
-  j["config"] = config;
-  j["calls_total"] = calls_total;
-  j["calls_completed"] = calls_completed;
-  j["sessions"] = sessions;
-  j["sct_p50_s"] = pct(sct_s, 50);
-  j["sct_p95_s"] = pct(sct_s, 95);
-  j["ttft_p50_s"] = pct(ttft_s, 50);
-  j["ttft_p95_s"] = pct(ttft_s, 95);
-  j["switch_p50_ms"] = pct(switch_ms, 50);
-  j["switch_p95_ms"] = pct(switch_ms, 95);
-  j["switches"] = static_cast<std::int64_t>(switch_ms.count());
-  nlohmann::ordered_json paths;
-  for (const char* p : {"d2d", "partial", "h2d"}) {
-    auto it = switch_paths.find(p);
-    paths[p] = it == switch_paths.end() ? 0 : it->second;
-  }
-  j["switch_paths"] = paths;
-  j["switch_share"] = switch_share();
-  j["active_s"] = active_s;
-  j["prefill_s"] = counters.prefill_s;
-  j["decode_s"] = counters.decode_s;
-  j["switch_s"] = switch_s;
-  j["rounds"] = rounds;
-  j["hbm_peak_gib"] = ToGiB(hbm_peak_bytes);
-  j["hbm_cap_gib"] = ToGiB(hbm_cap_bytes);
-  j["sp_admitted"] = counters.sp_admitted;
-  j["sp_deferred"] = counters.sp_deferred;
-  j["host_capacity_misses"] = counters.host_capacity_misses;
-  j["restore_skips"] = counters.restore_skips;
-  j["deadline_risk"] = counters.deadline_risk;
-  j["preemptions"] = counters.preemptions;
-  j["slot_holds"] = counters.holds;
-  j["slot_hold_hits"] = counters.hold_hits;
-  nlohmann::ordered_json sources;
-  for (const char* s : {"device", "host", "recompute"}) {
-    auto it = kv_sources.find(s);
-    sources[s] = it == kv_sources.end() ? 0 : it->second;
-  }
-  j["kv_sources"] = sources;
-  j["makespan_s"] = makespan_s;
-  j["router"] = router;
-  j["load"] = load;
-  j["tau_s"] = tau_s;
-  j["avoidable_opens"] = avoidable_opens;
-  j["model_opens"] = counters.model_opens;
-  j["same_instance_return_rate"] = same_instance_return_rate();
-  j["residency_hit_rate"] = residency_hit_rate();
-  j["returning_ttft_p50_s"] = pct(returning_ttft_s, 50);
-  j["returning_ttft_p95_s"] = pct(returning_ttft_s, 95);
-  j["unused_lease_proxy"] = unused_lease_proxy();
-  j["leases_installed"] = router_counters.leases_installed;
-  j["leases_consumed"] = router_counters.leases_consumed;
-  j["rejected"] = rejected;
-  nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
-  for (const auto& [reason, n] : rejected_by_reason) reasons[reason] = n;
-  j["rejected_by_reason"] = reasons;
-  return j;
-}
 
 ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& cluster,
                        const ProfileSet& profiles, const Trace& trace, const ReplayOptions& options) {

@@ -20,16 +20,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "core/stats.h"
-#include "instance/instance.h"
+#include "config/cluster_config.h"
+#include "driver/replay_result.h"
 #include "profile/profile.h"
-#include "router/router.h"
-#include "sim/cluster_config.h"
 #include "trace/trace.h"
 
 namespace talaria {
@@ -42,58 +38,6 @@ struct ReplayOptions {
   // Called about once per simulated minute with (calls done, calls total).
   std::function<void(std::int64_t, std::int64_t)> progress;
   double start_scale = 1.0;  // multiplies session start offsets (offered load)
-};
-
-struct ReplayResult {
-  std::string config;
-  std::int64_t calls_total = 0;
-  std::int64_t calls_completed = 0;
-  std::int64_t sessions = 0;
-  Sample sct_s;
-  Sample ttft_s;
-  Sample switch_ms;
-  std::map<std::string, std::int64_t> switch_paths;  // d2d, partial, h2d
-  std::map<std::string, std::int64_t> kv_sources;    // device, host, recompute
-  std::map<std::string, std::int64_t> admit_paths;   // P, SP, continuous
-  double active_s = 0;
-  double switch_s = 0;
-  std::int64_t rounds = 0;
-  std::int64_t hbm_peak_bytes = 0;
-  std::int64_t hbm_cap_bytes = 0;
-  InstanceCounters counters;  // summed over instances (peak: max)
-  double makespan_s = 0;
-
-  // Placement (router experiments).
-  std::string router;
-  std::string load;
-  double tau_s = 0;
-  std::int64_t continuations = 0;
-  std::int64_t same_instance_returns = 0;
-  std::int64_t residency_hits = 0;   // placed where the model was already open
-  std::int64_t avoidable_opens = 0;  // placed where it was not, though another instance had it
-  std::int64_t rejected = 0;
-  std::map<std::string, std::int64_t> rejected_by_reason;  // no-instance, stale, admission
-  Sample returning_ttft_s;
-  RouterCounters router_counters;
-  double same_instance_return_rate() const {
-    return continuations > 0 ? static_cast<double>(same_instance_returns) / static_cast<double>(continuations) : 0;
-  }
-  double residency_hit_rate() const {
-    return calls_total > 0 ? static_cast<double>(residency_hits) / static_cast<double>(calls_total) : 0;
-  }
-  // Leases installed that no return consumed on their instance in time.
-  double unused_lease_proxy() const {
-    return router_counters.leases_installed > 0
-               ? 1.0 - static_cast<double>(router_counters.leases_consumed) /
-                           static_cast<double>(router_counters.leases_installed)
-               : 0;
-  }
-
-  double switch_share() const {
-    return active_s + switch_s > 0 ? switch_s / (active_s + switch_s) : 0;
-  }
-  // The summary object; keys documented in docs/replay.md.
-  nlohmann::ordered_json ToJson() const;
 };
 
 ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& cluster,

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "driver/instance_runner.h"
 #include "engine/test_models.h"
 #include "instance/instance.h"
 #include "instance/test_profiles.h"
@@ -69,6 +70,7 @@ class CpuInstance : public InstanceEvents {
     engine_ = std::make_unique<CpuEngine>(std::vector<CpuModelConfig>{ModelA(), ModelB()}, options);
     instance_->Warmup("a", now_);
     engine_->Attach(instance_->substrate());
+    runner_ = std::make_unique<InstanceRunner>(*instance_, *engine_);
   }
 
   std::int64_t Submit(const std::string& session, std::int32_t index, const std::string& model,
@@ -92,19 +94,15 @@ class CpuInstance : public InstanceEvents {
 
   void Run() {
     for (int steps = 0; steps < 100000; ++steps) {
-      const Instance::Step& step = instance_->Plan(now_, now_);
+      const Instance::Step& step = runner_->Plan(now_, now_);
       if (step.kind == Instance::Step::Kind::kIdle) {
         if (step.wake_at == TimePoint::max()) return;
         now_ = step.wake_at;
         continue;
       }
-      Duration took{};
-      SwitchTiming timing;
-      if (step.kind == Instance::Step::Kind::kDecode) took = engine_->Decode(step.decode);
-      else if (step.kind == Instance::Step::Kind::kSwitch) timing = engine_->Switch(step.switch_step), took = FromSeconds(timing.total_s());
-      else took = engine_->Prefill(step.prefill);
-      now_ += took;
-      instance_->Commit(now_, timing, *this);
+      now_ += runner_->Execute();
+      runner_->Commit(now_);
+      runner_->Deliver(*this);
     }
     FAIL() << "the instance never went idle";
   }
@@ -130,6 +128,7 @@ class CpuInstance : public InstanceEvents {
   ProfileSet profiles_;
   std::unique_ptr<Instance> instance_;
   std::unique_ptr<CpuEngine> engine_;
+  std::unique_ptr<InstanceRunner> runner_;
   TimePoint now_{};
   std::int64_t next_id_ = 1;
   std::deque<std::vector<std::int32_t>> prompts_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "driver/instance_runner.h"
 #include "engine/sim_engine.h"
 #include "instance/test_profiles.h"
 #include "memory/block_hashes.h"
@@ -42,6 +43,7 @@ class Harness : public InstanceEvents {
   Harness(InstanceConfig config, std::vector<ModelProfile> profiles) {
     for (auto& p : profiles) set_.Add(p);
     instance_ = std::make_unique<Instance>(std::move(config), set_);
+    runner_ = std::make_unique<InstanceRunner>(*instance_, engine_);
   }
 
   void Warmup(const std::string& model) { instance_->Warmup(model, TimePoint{}); }
@@ -56,7 +58,7 @@ class Harness : public InstanceEvents {
       // Deliver arrivals due by now.
       while (next < calls_.size() && AtSeconds(calls_[next].at_s) <= now) Deliver(next++, now);
       const TimePoint horizon = next < calls_.size() ? AtSeconds(calls_[next].at_s) : now;
-      const Instance::Step& step = instance_->Plan(now, horizon);
+      const Instance::Step& step = runner_->Plan(now, horizon);
       if (step.kind == Instance::Step::Kind::kIdle) {
         TimePoint wake = step.wake_at;
         if (next < calls_.size()) wake = std::min(wake, AtSeconds(calls_[next].at_s));
@@ -64,32 +66,25 @@ class Harness : public InstanceEvents {
         now = std::max(now, wake);
         continue;
       }
-      Duration took{};
-      SwitchTiming timing;
       switch (step.kind) {
         case Instance::Step::Kind::kPrefill:
-        case Instance::Step::Kind::kSessionPrefill: {
-          std::string s = step.kind == Instance::Step::Kind::kPrefill ? "P:" : "SP:";
-          took = engine_.Prefill(step.prefill);
-          pending_label_ = s;
+        case Instance::Step::Kind::kSessionPrefill:
+          pending_label_ = step.kind == Instance::Step::Kind::kPrefill ? "P:" : "SP:";
           break;
-        }
         case Instance::Step::Kind::kDecode:
-          took = engine_.Decode(step.decode);
           log_.push_back(step.decode.iterations == 1 ? "D" : "D" + std::to_string(step.decode.iterations));
           break;
         case Instance::Step::Kind::kSwitch:
-          timing = engine_.Switch(step.switch_step);
-          took = FromSeconds(timing.total_s());
           log_.push_back("switch:" + step.switch_step.to->name);
           switch_plans_.push_back(step.switch_step.plan);
           break;
         default:
           break;
       }
-      now += took;
+      now += runner_->Execute();
       first_tokens_this_step_.clear();
-      instance_->Commit(now, timing, *this);
+      runner_->Commit(now);
+      runner_->Deliver(*this);
       if (after_step) after_step(*instance_, now);
       if (!pending_label_.empty()) {
         std::string s = pending_label_;
@@ -101,7 +96,8 @@ class Harness : public InstanceEvents {
       }
       if (finished_.size() == calls_.size()) break;
     }
-    instance_->Flush(*this);
+    runner_->Flush();
+    runner_->Deliver(*this);
     return log_;
   }
 
@@ -168,6 +164,7 @@ class Harness : public InstanceEvents {
   ProfileSet set_;
   std::unique_ptr<Instance> instance_;
   SimEngine engine_;
+  std::unique_ptr<InstanceRunner> runner_;
   std::vector<Call> calls_;
   std::vector<std::vector<PrefixHash>> chains_;
   std::vector<std::string> log_;

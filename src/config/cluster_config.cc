@@ -1,4 +1,4 @@
-#include "sim/cluster_config.h"
+#include "config/cluster_config.h"
 
 #include <filesystem>
 #include <set>

@@ -7,21 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "config/serve_options.h"
 #include "instance/config.h"
 #include "router/router.h"
 
 namespace talaria {
-
-// How `talaria serve` exposes the cluster ([serve]).
-struct ServeOptions {
-  std::string host = "127.0.0.1";  // loopback unless configured otherwise
-  std::int32_t port = 8080;
-  double time_scale = 1.0;  // emulated seconds per wall second (sim engine)
-  std::vector<std::string> api_keys;  // empty: no authentication
-  // A session with no call for this long (emulated seconds) has ended: its
-  // completion time goes into the SCT histogram.
-  double session_idle_s = 60;
-};
 
 struct ClusterConfig {
   std::string source;        // file it was loaded from

@@ -1,0 +1,98 @@
+#include "driver/instance_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/sim_engine.h"
+#include "instance/test_profiles.h"
+#include "memory/block_hashes.h"
+
+namespace talaria {
+namespace {
+
+// Records what it hears, and what the instance looked like then.
+class Recorder final : public InstanceEvents {
+ public:
+  explicit Recorder(Instance* instance = nullptr) : instance_(instance) {}
+  void OnFirstToken(std::int64_t id, TimePoint) override { log.push_back("first:" + std::to_string(id)); }
+  void OnTokens(std::int64_t id, std::int64_t n, TimePoint) override {
+    log.push_back("tokens:" + std::to_string(id) + "=" + std::to_string(n));
+  }
+  void OnFinished(const CallRecord& r) override {
+    log.push_back("finished:" + std::to_string(r.id));
+    if (instance_ != nullptr) busy_at_finish.push_back(instance_->busy());
+  }
+  void OnSwitch(const SwitchRecord& r) override { log.push_back("switch:" + r.to); }
+  void OnRound(const RoundRecord& r) override { log.push_back("round:" + std::to_string(r.index)); }
+  std::vector<std::string> log;
+  std::vector<bool> busy_at_finish;
+
+ private:
+  Instance* instance_;
+};
+
+TEST(InstanceEventBufferTest, DeliversEveryEventInTheOrderItHappenedThenEmpties) {
+  InstanceEventBuffer buffer;
+  CallRecord call;
+  call.id = 7;
+  SwitchRecord sw;
+  sw.to = "m";
+  RoundRecord round;
+  round.index = 3;
+  buffer.OnSwitch(sw);
+  buffer.OnFirstToken(7, TimePoint{});
+  buffer.OnTokens(7, 2, TimePoint{});
+  buffer.OnRound(round);
+  buffer.OnFinished(call);
+  Recorder r;
+  buffer.DeliverTo(r);
+  EXPECT_EQ(r.log, (std::vector<std::string>{"switch:m", "first:7", "tokens:7=2", "round:3", "finished:7"}));
+  EXPECT_TRUE(buffer.empty());
+  Recorder again;
+  buffer.DeliverTo(again);
+  EXPECT_TRUE(again.log.empty());
+}
+
+// The one re-entrancy rule: nothing reaches the driver while the scheduler
+// commits; a handler that hears a finished call sees an instance with no
+// step in flight, so it may enqueue the session's next call.
+TEST(InstanceRunnerTest, EventsReachTheDriverOnlyOnDeliverAfterTheCommit) {
+  ProfileSet profiles;
+  profiles.Add(testing::TinyProfile("m"));
+  Instance instance(testing::TinyInstance("i0", {"m"}), profiles);
+  SimEngine engine;
+  InstanceRunner runner(instance, engine);
+  instance.Warmup("m", TimePoint{});
+  std::vector<PrefixHash> chain;
+  ExtendSessionChain(chain, 0, 96, instance.config().block_tokens, 1, 0);
+  CallRequest call;
+  call.id = 1;
+  call.session_id = "s";
+  call.model = "m";
+  call.prompt_tokens = 64;
+  call.output_tokens = 32;
+  call.chain = chain;
+  instance.Enqueue(call, TimePoint{});
+
+  Recorder heard(&instance);
+  TimePoint now{};
+  for (int guard = 0; guard < 1000 && heard.busy_at_finish.empty(); ++guard) {
+    const Instance::Step& step = runner.Plan(now, now);
+    ASSERT_NE(step.kind, Instance::Step::Kind::kIdle);
+    const Duration took = runner.Execute();
+    EXPECT_GT(took, Duration::zero());
+    now += took;
+    const std::size_t before = heard.log.size();
+    runner.Commit(now);
+    EXPECT_EQ(heard.log.size(), before) << "an event reached the driver during the commit";
+    runner.Deliver(heard);
+  }
+  ASSERT_EQ(heard.busy_at_finish, std::vector<bool>{false});
+  EXPECT_EQ(heard.log.front(), "first:1");
+  EXPECT_EQ(heard.log.back(), "finished:1");
+}
+
+}  // namespace
+}  // namespace talaria

@@ -1,0 +1,3 @@
+#pragma once
+#include "telemetry/telemetry.h"
+#include "instance/instance.h"

@@ -1,0 +1,3 @@
+#include "driver/control_plane.h"
+#include "instance/config.h"
+#include "config/cluster_config.h"

@@ -1,0 +1,2 @@
+#include "driver/instance_runner.h"
+#include "trace/trace.h"
