@@ -60,41 +60,4 @@ std::variant<std::vector<std::int32_t>, ApiError> ModelCatalog::PromptTokens(con
   return prompt;
 }
 
-SessionContexts::Match SessionContexts::Find(const std::string& session, std::span<const std::int32_t> prompt) const {
-  Match m;
-  auto it = table_.find(session);
-  if (it == table_.end()) return m;
-  const auto& prev = it->second.context;
-  const auto n = std::min(prev.size(), prompt.size());
-  m.prefix_tokens = std::mismatch(prev.begin(), prev.begin() + static_cast<std::ptrdiff_t>(n), prompt.begin()).first -
-                    prev.begin();
-  m.full_reuse = m.prefix_tokens == static_cast<std::int64_t>(prev.size());
-  m.continuation = true;
-  return m;
-}
-
-void SessionContexts::EndFront() {
-  auto it = table_.find(lru_.front());
-  if (on_end_) on_end_(it->second.last_done - it->second.first_arrival);
-  table_.erase(it);
-  lru_.pop_front();
-}
-
-void SessionContexts::Update(const std::string& session, std::vector<std::int32_t> context, TimePoint arrived,
-                             TimePoint now) {
-  // Sessions idle for longer than the limit have ended (least recent
-  // first); this one too, if it comes back after that: it starts anew.
-  while (!lru_.empty() && now - table_.at(lru_.front()).last_done > idle_) EndFront();
-  auto [it, inserted] = table_.try_emplace(session);
-  if (inserted) {
-    it->second.lru = lru_.insert(lru_.end(), it->first);
-    it->second.first_arrival = arrived;
-    if (table_.size() > max_sessions_) EndFront();  // bounded: the least recently used goes
-  } else {
-    lru_.splice(lru_.end(), lru_, it->second.lru);
-  }
-  it->second.context = std::move(context);
-  it->second.last_done = now;
-}
-
 }  // namespace talaria

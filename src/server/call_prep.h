@@ -1,7 +1,7 @@
 // What the gateway and the instance servers both do to a client request
-// before it becomes a scheduler call: byte-level tokenization, the model's
-// context limit, and matching the prompt against the session's previous
-// context (prompt + output) to find the reusable prefix.
+// before it becomes a scheduler call: byte-level tokenization and the
+// model's context limit. (Matching the prompt against the session's previous
+// context is driver/session_client.h's SessionContexts.)
 //
 // Token ids are byte-level: byte b is token kFirstByteToken + b; 0-2 are
 // reserved for special tokens. Both sides tokenize identically, so the
@@ -9,17 +9,13 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <list>
 #include <map>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <variant>
 #include <vector>
 
-#include "core/time.h"
 #include "profile/profile.h"
 #include "server/openai_api.h"
 
@@ -48,44 +44,6 @@ class ModelCatalog {
 
  private:
   std::map<std::string, std::int64_t> limits_;
-};
-
-// Each session's last context, for prefix matching; bounded, least recently
-// used first out. A session ends when it has had no call for `idle_s` (or
-// is pushed out by the bound): `on_end` then hears its session completion
-// time, first call's arrival to last call's end. Ends are noticed when a
-// later call updates the table. Not thread-safe: the owner locks.
-class SessionContexts {
- public:
-  using OnEnd = std::function<void(Duration sct)>;
-  explicit SessionContexts(std::size_t max_sessions = 100'000, double idle_s = 60, OnEnd on_end = nullptr)
-      : max_sessions_(max_sessions), idle_(FromSeconds(idle_s)), on_end_(std::move(on_end)) {}
-
-  struct Match {
-    std::int64_t prefix_tokens = 0;  // leading prompt tokens equal to the previous context
-    bool full_reuse = false;         // the whole previous context is a prefix of the prompt
-    bool continuation = false;       // the session has a previous call
-  };
-  Match Find(const std::string& session, std::span<const std::int32_t> prompt) const;
-  // The session's context after a call that arrived at `arrived` and ended
-  // at `now`: its prompt, then its output.
-  void Update(const std::string& session, std::vector<std::int32_t> context, TimePoint arrived, TimePoint now);
-  std::size_t size() const { return table_.size(); }
-
- private:
-  struct Entry {
-    std::vector<std::int32_t> context;
-    std::list<std::string>::iterator lru;
-    TimePoint first_arrival;
-    TimePoint last_done;
-  };
-  void EndFront();
-
-  std::size_t max_sessions_;
-  Duration idle_;
-  OnEnd on_end_;
-  std::unordered_map<std::string, Entry> table_;
-  std::list<std::string> lru_;  // front = least recently used
 };
 
 }  // namespace talaria

@@ -36,6 +36,7 @@
 
 #include "profile/profile.h"
 #include "router/router.h"
+#include "driver/session_client.h"
 #include "server/call_prep.h"
 #include "server/instance_link.h"
 #include "server/service.h"

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "driver/session_client.h"
 #include "trace/tokens.h"
 
 namespace talaria {
@@ -104,6 +105,8 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
   auto wall = [&](double trace_s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace_s / o.time_scale));
   };
+  ReleaseRule rule;
+  rule.gap_cap_s = o.gap_cap_s;
   std::vector<std::thread> threads;
   std::string first_error;
   for (const auto& s : sessions) {
@@ -121,7 +124,7 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
         const Clock::time_point session_start = release;
         for (std::size_t k = 0; k < calls.size(); ++k) {
           const TraceCall& c = trace.calls[calls[k]];
-          if (k > 0) release += wall(std::min(c.gap_uncapped_s.value_or(c.gap_s), o.gap_cap_s));
+          if (k > 0) release += wall(rule.GapSeconds(c));
           std::this_thread::sleep_until(release);
           tokens.Advance(c);
           std::vector<std::int32_t> prompt(tokens.prompt().begin(), tokens.prompt().end());

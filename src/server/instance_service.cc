@@ -126,17 +126,7 @@ std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector
     std::lock_guard<std::mutex> lock(mu_);
     match = sessions_.Find(call->session, call->prompt);
   }
-  CallRequest c;
-  c.id = id;
-  c.session_id = call->session;
-  c.call_index = match.continuation ? 1 : 0;
-  c.model = model;
-  c.prompt_tokens = static_cast<std::int64_t>(call->prompt.size());
-  c.prefix_tokens = match.prefix_tokens;
-  c.output_tokens = max_tokens;
-  c.full_reuse = match.full_reuse;
-  c.chain = call->chain;
-  c.prompt_ids = call->prompt;
+  CallRequest c = PromptRequest(id, call->session, model, call->prompt, call->chain, max_tokens, match);
   ++metrics_.accepted;
 
   RealtimeInstance::Callbacks cb;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/session_client.h"
 #include "server/call_prep.h"
 #include "server/realtime_instance.h"
 #include "server/service.h"

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "driver/instance_runner.h"
+#include "driver/session_client.h"
 #include "engine/sim_engine.h"
 #include "memory/block_hashes.h"
 #include "sim/event_queue.h"
@@ -18,9 +19,7 @@ namespace {
 struct SessionRun {
   std::vector<std::size_t> calls;  // trace indices in call order
   std::size_t next = 0;            // next call to release
-  std::vector<PrefixHash> chain;   // context blocks of the call in flight
-  std::int64_t previous_context = 0;
-  bool full_reuse = false;         // the call in flight reuses the whole previous context
+  TraceSessionContext context;     // the call in flight's context blocks
   std::int32_t last_instance = -1;
   TimePoint first_intended;
 };
@@ -46,6 +45,7 @@ class Driver final : public InstanceEvents {
   Driver(const ClusterConfig& cluster, const ProfileSet& profiles, const Trace& trace,
          const ReplayOptions& options, ReplayResult& result)
       : trace_(trace), options_(options), result_(result), calls_(trace.calls.size()) {
+    release_.gap_cap_s = options.gap_cap_s;
     for (const auto& ic : cluster.instances) {
       instances_.push_back(std::make_unique<Instance>(ic, profiles));
       instances_.back()->SetSizesOnly(true);  // the sim engine times steps from their sizes
@@ -242,12 +242,10 @@ class Driver final : public InstanceEvents {
   // After a session's call ends (finished or rejected), release its next call.
   void ReleaseNext(SessionRun& s, TimePoint done) {
     if (s.next < s.calls.size()) {
-      const TraceCall& next = trace_.calls[s.calls[s.next]];
-      const double gap = std::min(next.gap_uncapped_s.value_or(next.gap_s), options_.gap_cap_s);
-      Release(s.calls[s.next], done + FromSeconds(gap));
+      Release(s.calls[s.next], done + FromSeconds(release_.GapSeconds(trace_.calls[s.calls[s.next]])));
     } else {
       result_.sct_s.Add(ToSeconds(done - s.first_intended));
-      std::vector<PrefixHash>().swap(s.chain);  // the session is over: free its context
+      s.context.End();  // the session is over: free its context
     }
   }
 
@@ -265,11 +263,8 @@ class Driver final : public InstanceEvents {
     CallRun& run = calls_[call];
     SessionRun& s = sessions_[run.session];
     if (!run.chain_ready) {
-      ExtendSessionChain(s.chain, c.prefix_tokens, c.prompt_tokens + c.output_tokens, block_tokens_,
-                         c.token_seed, c.call_index);
+      s.context.Advance(c, block_tokens_);
       run.chain_ready = true;
-      s.full_reuse = c.call_index > 0 && c.prefix_tokens == s.previous_context;
-      s.previous_context = c.prompt_tokens + c.output_tokens;
     }
     RouteRequest route;
     route.session_id = c.session_id;
@@ -309,18 +304,8 @@ class Driver final : public InstanceEvents {
       }
     }
     s.last_instance = d.instance;
-    CallRequest req;
-    req.id = static_cast<std::int64_t>(call);
-    req.session_id = c.session_id;
-    req.call_index = c.call_index;
-    req.model = c.model;
-    req.prompt_tokens = c.prompt_tokens;
-    req.prefix_tokens = c.prefix_tokens;
-    req.output_tokens = c.output_tokens;
-    req.full_reuse = s.full_reuse;
-    req.chain = s.chain;
     run.instance = d.instance;
-    inst.Enqueue(std::move(req), now_);
+    inst.Enqueue(s.context.Request(c, static_cast<std::int64_t>(call)), now_);
     Interrupt(run.instance);
     Kick(run.instance);
   }
@@ -375,6 +360,7 @@ class Driver final : public InstanceEvents {
 
   const Trace& trace_;
   const ReplayOptions& options_;
+  ReleaseRule release_;
   ReplayResult& result_;
   SimEngine engine_;  // models every instance's step times (stateless)
   std::vector<std::unique_ptr<Instance>> instances_;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "driver/instance_runner.h"
+#include "driver/session_client.h"
 #include "engine/sim_engine.h"
 #include "instance/test_profiles.h"
 #include "memory/block_hashes.h"
@@ -133,31 +134,21 @@ class Harness : public InstanceEvents {
 
   void Deliver(std::size_t i, TimePoint now) {
     const Call& c = calls_[i];
-    // A session's chain: extend the previous call's (same session) chain.
-    std::vector<PrefixHash>& chain = chains_[i];
-    for (std::size_t j = i; j-- > 0;) {
-      if (calls_[j].session == c.session) {
-        chain = chains_[j];
-        break;
-      }
-    }
-    ExtendSessionChain(chain, c.prefix, c.prompt + c.output, 64, std::hash<std::string>{}(c.session), c.index);
-    CallRequest r;
-    r.id = static_cast<std::int64_t>(i);
-    r.session_id = c.session;
-    r.call_index = c.index;
-    r.model = c.model;
-    r.prompt_tokens = c.prompt;
-    r.prefix_tokens = c.prefix;
-    r.output_tokens = c.output;
-    r.full_reuse = false;
-    for (std::size_t j = i; j-- > 0;) {
-      if (calls_[j].session == c.session) {
-        r.full_reuse = c.prefix == calls_[j].prompt + calls_[j].output;
-        break;
-      }
-    }
-    r.chain = chain;
+    TraceCall t;
+    t.session_id = c.session;
+    t.call_index = c.index;
+    t.model = c.model;
+    t.prompt_tokens = c.prompt;
+    t.prefix_tokens = c.prefix;
+    t.output_tokens = c.output;
+    t.token_seed = std::hash<std::string>{}(c.session);
+    TraceSessionContext& session = sessions_[c.session];
+    session.Advance(t, 64);
+    // Each call keeps its own copy of the chain: a session's next call may
+    // arrive while this one still runs.
+    chains_[i] = session.chain();
+    CallRequest r = session.Request(t, static_cast<std::int64_t>(i));
+    r.chain = chains_[i];
     instance_->Enqueue(r, now);
   }
 
@@ -167,6 +158,7 @@ class Harness : public InstanceEvents {
   std::unique_ptr<InstanceRunner> runner_;
   std::vector<Call> calls_;
   std::vector<std::vector<PrefixHash>> chains_;
+  std::map<std::string, TraceSessionContext> sessions_;
   std::vector<std::string> log_;
   std::string pending_label_;
   std::vector<std::string> first_tokens_this_step_;
