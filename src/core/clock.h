@@ -4,9 +4,12 @@
 // when told to, and is not synchronized (one simulated world per thread).
 // SteadyClock reads std::chrono::steady_clock relative to its construction, so
 // both clocks start their timelines at 0; it is safe to use from any thread.
+// ScaledClock runs another clock's timeline `scale` times faster: the
+// emulated time of servers whose sim engine runs at a time scale.
 #pragma once
 
 #include <chrono>
+#include <memory>
 
 #include "core/time.h"
 
@@ -45,6 +48,18 @@ class SteadyClock final : public Clock {
 
  private:
   std::chrono::steady_clock::time_point origin_;
+};
+
+class ScaledClock final : public Clock {
+ public:
+  // REQUIRES: base != nullptr, scale > 0.
+  ScaledClock(std::shared_ptr<const Clock> base, double scale);
+  TimePoint Now() const override;
+  double scale() const { return scale_; }
+
+ private:
+  std::shared_ptr<const Clock> base_;
+  double scale_;
 };
 
 }  // namespace talaria

@@ -5,22 +5,11 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "server/asio_timer.h"
 #include "server/telemetry_json.h"
 
 namespace talaria {
 namespace {
-
-std::vector<std::string> Names(const ClusterConfig& c) {
-  std::vector<std::string> out;
-  for (const auto& i : c.instances) out.push_back(i.name);
-  return out;
-}
-
-std::vector<std::int32_t> Tps(const ClusterConfig& c) {
-  std::vector<std::int32_t> out;
-  for (const auto& i : c.instances) out.push_back(i.tp);
-  return out;
-}
 
 std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& cluster, const ProfileSet& profiles) {
   std::vector<std::unique_ptr<InstanceLink>> links;
@@ -32,6 +21,16 @@ std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& clust
 
 }  // namespace
 
+// The production clock (emulated seconds: the steady clock times the time
+// scale) and the Asio timer that fires on it.
+struct Gateway::Owned {
+  std::shared_ptr<const Clock> clock;
+  AsioTimer timer;
+  explicit Owned(double time_scale)
+      : clock(std::make_shared<const ScaledClock>(std::make_shared<const SteadyClock>(), time_scale)),
+        timer(clock, time_scale) {}
+};
+
 // One client call: what every placement of it shares.
 struct Gateway::Call {
   std::int64_t id = 0;
@@ -40,6 +39,7 @@ struct Gateway::Call {
   SessionContexts::Match match;
   std::int32_t instance = -1;  // current placement; guarded by Gateway::mu_
   std::size_t attempts = 0;    // guarded by Gateway::mu_
+  bool waited = false;         // has waited at the gateway; guarded by Gateway::mu_
   TimePoint submitted;
   // Written by the placement's link thread only (one placement at a time).
   std::atomic<bool> streamed{false};
@@ -81,138 +81,102 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles)
 
 Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
                  std::vector<std::unique_ptr<InstanceLink>> links)
+    : Gateway(cluster, profiles, std::move(links), [&] {
+        if (!(cluster.serve.time_scale > 0)) throw InputError("serve.time_scale", "must be greater than 0");
+        return std::make_unique<Owned>(cluster.serve.time_scale);
+      }()) {}
+
+Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
+                 std::vector<std::unique_ptr<InstanceLink>> links, std::unique_ptr<Owned> owned)
+    : Gateway(cluster, profiles, std::move(links), *owned->clock, owned->timer) {
+  owned_ = std::move(owned);
+}
+
+Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
+                 std::vector<std::unique_ptr<InstanceLink>> links, const Clock& clock, Timer& timer)
     : serve_(cluster.serve),
-      clock_(std::make_shared<const SteadyClock>()),
+      clock_(clock),
+      timer_(timer),
       catalog_(cluster.instances, profiles),
       links_(std::move(links)),
-      heartbeat_s_(cluster.heartbeat_s),
-      overload_max_wait_s_(cluster.overload_max_wait_s),
-      router_(cluster.router, Names(cluster), Tps(cluster), profiles),
+      control_(cluster, profiles),
       sessions_(100'000, serve_.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }),
       last_(cluster.instances.size()),
-      healthy_(cluster.instances.size(), false),
       polling_(cluster.instances.size(), false) {
   if (cluster.instances.empty()) throw InputError(cluster.source, "no instances to serve");
   TALARIA_CHECK(links_.size() == cluster.instances.size(), "one link per instance");
-  if (!(serve_.time_scale > 0)) throw InputError("serve.time_scale", "must be greater than 0");
 }
 
 Gateway::~Gateway() { Stop(); }
 
-TimePoint Gateway::Now() const {
-  return TimePoint(std::chrono::duration_cast<Duration>(clock_->Now().time_since_epoch() * serve_.time_scale));
-}
-
 void Gateway::Start() {
   for (auto& link : links_) link->Start();
-  // A first heartbeat before serving, so the router has snapshots: wait for
-  // the answers (in-process links answer at once).
-  Heartbeat();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (std::none_of(polling_.begin(), polling_.end(), [](bool p) { return p; })) break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  if (owned_) owned_->timer.Start();
+  // The first heartbeat now (the control plane's beats touch no routing
+  // state: Poll locks), the next ones on the timer.
+  control_.StartHeartbeat(
+      timer_, Now(), [this](std::int32_t i) { Poll(i); }, [this] { return !stop_; });
+  // Serve once the router has snapshots: wait (bounded) for the first
+  // answers; in-process links answer at once.
+  AwaitPolls(std::chrono::seconds(3));
+}
+
+bool Gateway::AwaitPolls(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return polled_.wait_for(lock, timeout,
+                          [&] { return std::none_of(polling_.begin(), polling_.end(), [](bool p) { return p; }); });
 }
 
 void Gateway::Stop() {
   stop_ = true;
-  if (heartbeat_.joinable()) heartbeat_.join();
+  if (owned_) owned_->timer.Stop();
   // Calls still waiting get an answer: nothing is dropped silently.
-  std::deque<Waiting> waiting;
+  std::unordered_map<std::int64_t, std::shared_ptr<Call>> waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
     waiting.swap(waiting_);
     metrics_.waiting = 0;
   }
-  for (const Waiting& w : waiting) {
-    if (w.call->ended.exchange(true)) continue;
+  for (const auto& [id, call] : waiting) {
+    if (call->ended.exchange(true)) continue;
     ApiError e;
     e.status = 503;
     e.type = "server_error";
     e.code = "shutting_down";
     e.message = "the gateway stopped while the call waited for an instance";
-    w.call->sink->OnError(e);
+    call->sink->OnError(e);
   }
   for (auto& link : links_) link->Stop();
 }
 
 void Gateway::Heartbeat() {
-  for (std::size_t i = 0; i < links_.size(); ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (polling_[i]) continue;  // the previous poll has not answered yet
-      polling_[i] = true;
-    }
-    const TimePoint sent = Now();
-    links_[i]->PollTelemetry([this, i, sent](std::optional<InstanceTelemetry> t) {
-      const auto index = static_cast<std::int32_t>(i);
-      std::lock_guard<std::mutex> lock(mu_);
-      polling_[i] = false;
-      healthy_[i] = t.has_value();
-      router_.SetHealthy(index, t.has_value());
-      if (!t) return;
-      // The instance's clock is its own: the snapshot counts as taken when
-      // it was asked for, so the overlay keeps everything placed since.
-      t->taken_at = sent;
-      last_[i] = *t;
-      router_.OnTelemetry(index, *t, Now());
-    });
-  }
-  RetryWaiting();
+  for (std::size_t i = 0; i < links_.size(); ++i) Poll(static_cast<std::int32_t>(i));
 }
 
-void Gateway::RetryWaiting() {
-  struct Outcome {
-    std::shared_ptr<Call> call;
-    RouteDecision decision;
-  };
-  if (metrics_.waiting == 0) return;  // the heartbeat thread's every wake: no lock when none wait
-  std::vector<Outcome> placed, expired;
+void Gateway::Poll(std::int32_t instance) {
+  const auto i = static_cast<std::size_t>(instance);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (waiting_.empty()) return;
-    const TimePoint now = Now();
-    // (A call cancelled while waiting left the queue then; Stop() empties it.)
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      const RouteDecision d = RouteLocked(it->call, now);
-      if (d.instance >= 0) {
-        placed.push_back({it->call, d});
-      } else if (now >= it->deadline) {
-        expired.push_back({it->call, d});
+    if (polling_[i]) return;  // the previous poll has not answered yet
+    polling_[i] = true;
+  }
+  const TimePoint sent = Now();
+  links_[i]->PollTelemetry([this, instance, i, sent](std::optional<InstanceTelemetry> t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      polling_[i] = false;
+      if (t) {
+        // The instance's clock is its own: the snapshot counts as taken when
+        // it was asked for, so the overlay keeps everything placed since.
+        t->taken_at = sent;
+        last_[i] = *t;
+        control_.OnTelemetry(instance, *t, Now());
       } else {
-        ++it;
-        continue;
+        control_.OnUnreachable(instance);
       }
-      it = waiting_.erase(it);
     }
-    metrics_.waiting = waiting_.size();
-  }
-  for (const Outcome& o : placed) Dispatch(o.call, o.decision, /*retry=*/false);
-  for (const Outcome& o : expired) {
-    if (o.call->ended.exchange(true)) continue;
-    Reject(*o.call, o.decision.overload, overload_max_wait_s_);
-  }
-}
-
-void Gateway::HeartbeatLoop() {
-  const auto period = std::chrono::duration<double>(heartbeat_s_ / serve_.time_scale);
-  auto last = std::chrono::steady_clock::now();
-  while (!stop_) {
-    // Short sleeps so Stop() is prompt even with a long heartbeat.
-    std::this_thread::sleep_for(std::min(period, std::chrono::duration<double>(0.05)));
-    if (std::chrono::steady_clock::now() - last < period) {
-      RetryWaiting();
-      continue;
-    }
-    last = std::chrono::steady_clock::now();
-    Heartbeat();
-  }
+    polled_.notify_all();
+  });
 }
 
 nlohmann::json Gateway::Telemetry() {
@@ -220,7 +184,7 @@ nlohmann::json Gateway::Telemetry() {
   std::lock_guard<std::mutex> lock(mu_);
   for (std::size_t i = 0; i < links_.size(); ++i) {
     nlohmann::json t = last_[i] ? TelemetryToJson(*last_[i]) : nlohmann::json{{"instance", links_[i]->name()}};
-    t["healthy"] = static_cast<bool>(healthy_[i]);
+    t["healthy"] = control_.healthy(static_cast<std::int32_t>(i));
     instances.push_back(std::move(t));
   }
   return nlohmann::json{{"instances", std::move(instances)}};
@@ -234,8 +198,8 @@ bool Gateway::Cancel(std::int64_t id) {
     auto it = live_.find(id);
     if (it == live_.end()) {
       // Waiting at the gateway: never accepted, so not counted failed.
-      auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& x) { return x.call->id == id; });
-      if (w == waiting_.end() || w->call->ended.exchange(true)) return false;
+      auto w = waiting_.find(id);
+      if (w == waiting_.end() || w->second->ended.exchange(true)) return false;
       waiting_.erase(w);
       metrics_.waiting = waiting_.size();
       return true;
@@ -278,7 +242,7 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   return Place(call, /*retry=*/false) ? call->id : -1;
 }
 
-RouteDecision Gateway::RouteLocked(const std::shared_ptr<Call>& call, TimePoint now) {
+bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
   const LinkCall& c = *call->link;
   RouteRequest route;
   route.session_id = c.scoped_session;
@@ -286,43 +250,54 @@ RouteDecision Gateway::RouteLocked(const std::shared_ptr<Call>& call, TimePoint 
   route.prompt_tokens = static_cast<std::int64_t>(c.prompt.size());
   route.prefix_tokens = call->match.prefix_tokens;
   route.continuation = call->match.continuation;
-  const RouteDecision d = router_.Route(route, now);
-  if (d.instance >= 0) {
-    call->instance = d.instance;
-    ++call->attempts;
-    live_[call->id] = call;
-  }
-  return d;
-}
-
-bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
-  RouteDecision d;
+  ControlPlane::Placement p;
+  bool waited = false;  // before this try
   {
     std::lock_guard<std::mutex> lock(mu_);
+    waited = call->waited;
     const TimePoint now = Now();
-    d = RouteLocked(call, now);
-    // Stopping, a call is rejected at once: Stop() has answered the waiting.
-    if (d.instance < 0 && !retry && overload_max_wait_s_ > 0 && d.overload != RouteDecision::Overload::kNoInstance &&
-        !stop_) {
-      waiting_.push_back(Waiting{call, now + FromSeconds(overload_max_wait_s_)});
-      ++metrics_.waited;
+    // A re-placement was accepted already: it never waits. Stopping, a call
+    // is rejected at once (Stop() has answered the waiting).
+    p = control_.Place(route, retry ? now : call->submitted, now, /*may_wait=*/!retry && !stop_);
+    if (p.outcome == ControlPlane::Placement::Outcome::kPlaced) {
+      call->instance = p.decision.instance;
+      ++call->attempts;
+      live_[call->id] = call;
+    } else if (p.outcome == ControlPlane::Placement::Outcome::kWait) {
+      waiting_[call->id] = call;
+      if (!call->waited) ++metrics_.waited;
+      call->waited = true;
       metrics_.waiting = waiting_.size();
+    }
+  }
+  switch (p.outcome) {
+    case ControlPlane::Placement::Outcome::kPlaced:
+      Dispatch(call, p.decision, retry);
       return true;
-    }
+    case ControlPlane::Placement::Outcome::kWait:
+      timer_.At(p.retry_at, [this, call] { Retry(call); });
+      return true;
+    case ControlPlane::Placement::Outcome::kRejected:
+      break;
   }
-  if (d.instance < 0) {
-    if (retry) {  // accepted earlier, and now nowhere to go
-      if (!call->ended.exchange(true)) {
-        ++metrics_.failed;
-        call->sink->OnError(UnreachableError("(any)", "its instance failed and no other instance can take the call"));
-      }
-      return false;
-    }
-    Reject(*call, d.overload, 0);
-    return false;
+  if (call->ended.exchange(true)) return false;  // cancelled meanwhile
+  if (retry) {  // accepted earlier, and now nowhere to go
+    ++metrics_.failed;
+    call->sink->OnError(UnreachableError("(any)", "its instance failed and no other instance can take the call"));
+  } else {
+    Reject(*call, p.decision.overload, waited ? p.waited_s : 0);
   }
-  Dispatch(call, d, retry);
-  return true;
+  return false;
+}
+
+void Gateway::Retry(const std::shared_ptr<Call>& call) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Gone from the wait: cancelled, or answered by Stop().
+    if (waiting_.erase(call->id) == 0) return;
+    metrics_.waiting = waiting_.size();
+  }
+  Place(call, /*retry=*/false);
 }
 
 void Gateway::Reject(Call& call, RouteDecision::Overload reason, double waited_s) {
@@ -359,9 +334,9 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
     std::vector<std::int32_t> context = c.prompt;
     AppendByteTokens(context, call->output_text);
     std::lock_guard<std::mutex> lock(mu_);
-    router_.OnCompleted(c.scoped_session, c.model, call->instance,
-                        static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
-                        now);
+    control_.OnCompleted(c.scoped_session, c.model, call->instance,
+                         static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
+                         now);
     sessions_.Update(c.scoped_session, std::move(context), call->submitted, now);
     live_.erase(call->id);
   }
@@ -385,10 +360,9 @@ void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& err
       if (call->ended) return;
       failed = call->instance;
       // Stop placing on it until its next heartbeat is answered.
-      healthy_[static_cast<std::size_t>(failed)] = false;
-      router_.SetHealthy(failed, false);
+      control_.OnUnreachable(failed);
       live_.erase(call->id);
-      again = call->attempts < links_.size();
+      again = control_.MayPlaceAgain(call->attempts);
     }
     metrics_.unreachable.Add(links_[static_cast<std::size_t>(failed)]->name());
     if (again) {

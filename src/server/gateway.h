@@ -2,18 +2,17 @@
 // never touches tokens beyond naming them: it renders and byte-tokenizes the
 // prompt to find the session's reusable prefix, asks the router for an
 // instance, hands the call to that instance's link, and relays its output.
-// Telemetry is polled on a heartbeat period (an instance that does not
+// The control plane (driver/control_plane.h, the same rules the simulator
+// runs) polls telemetry on a heartbeat period (an instance that does not
 // answer is marked unhealthy and gets no new placements until it answers
-// again); the completion hook installs leases. A call whose instance turns
-// out unreachable before anything was streamed is placed again elsewhere.
-// A call no instance can take now (the router's overload: stale snapshots
-// or failed admission) waits at the gateway and is routed again, the
-// waiting calls in arrival order, on every wake of the heartbeat thread (at
-// most 50 ms of wall time apart) and every heartbeat, up to
-// overload_max_wait_s of emulated time; then it is rejected with 429 and
-// the router's reason. A new call is routed at once, so it may be placed
-// ahead of waiting ones (as in the simulator). A model no instance serves
-// is rejected at once, as is every overload when overload_max_wait_s is 0.
+// again), keeps the bounded overload wait (a call no instance can take now
+// waits at the gateway, routed again one heartbeat period after each
+// failed try, up to overload_max_wait_s of emulated time, then 429 with the
+// router's reason), and installs leases from the completion hook. A call
+// whose instance turns out unreachable before anything was streamed is
+// placed again elsewhere. Heartbeats and retries run on a Timer: in
+// production an Asio timer thread in emulated time (time_scale), in tests
+// a manual clock the test advances.
 //
 // Links are in-process instances (`talaria serve`: each [[instance]] runs
 // here on the sim engine, an emulation of the GPUs at `time_scale`) or
@@ -24,23 +23,25 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
-#include "profile/profile.h"
-#include "router/router.h"
+#include "config/cluster_config.h"
+#include "core/clock.h"
+#include "driver/control_plane.h"
 #include "driver/session_client.h"
+#include "driver/timer.h"
+#include "profile/profile.h"
 #include "server/call_prep.h"
 #include "server/instance_link.h"
 #include "server/service.h"
-#include "config/cluster_config.h"
 
 namespace talaria {
 
@@ -48,8 +49,15 @@ class Gateway final : public CompletionService {
  public:
   // Every [[instance]] of `cluster` runs in this process.
   Gateway(const ClusterConfig& cluster, const ProfileSet& profiles);
-  // The instances run behind `links`, index-aligned with cluster.instances.
+  // The instances run behind `links`, index-aligned with cluster.instances;
+  // the gateway's time is emulated seconds (the steady clock times
+  // serve.time_scale) and its timer an Asio thread.
   Gateway(const ClusterConfig& cluster, const ProfileSet& profiles, std::vector<std::unique_ptr<InstanceLink>> links);
+  // The same on the given clock and timer (tests: a ManualClock and its
+  // ManualTimer, so heartbeats and retries happen when the test advances
+  // time). Both must outlive the gateway.
+  Gateway(const ClusterConfig& cluster, const ProfileSet& profiles, std::vector<std::unique_ptr<InstanceLink>> links,
+          const Clock& clock, Timer& timer);
   ~Gateway() override;
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -69,13 +77,12 @@ class Gateway final : public CompletionService {
   bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(serve_.api_keys, key); }
   ServerMetrics& metrics() override { return metrics_; }
 
-  // One heartbeat now: polls every instance, then routes the waiting calls
-  // again (also run by the heartbeat thread; tests call it to step the
-  // control plane).
+  // One heartbeat now: polls every instance (the timer also runs them,
+  // every heartbeat_s; tests call it to step the control plane).
   void Heartbeat();
-  // Routes the calls waiting at the gateway again, in arrival order: each
-  // is placed, rejected (429) past its deadline, or left waiting.
-  void RetryWaiting();
+  // Waits, at most `timeout` of wall time, until every telemetry poll sent
+  // has been answered or has failed; false on the timeout.
+  bool AwaitPolls(std::chrono::milliseconds timeout);
   // Calls waiting at the gateway now.
   std::size_t waiting() const { return metrics_.waiting.load(); }
 
@@ -83,48 +90,45 @@ class Gateway final : public CompletionService {
   struct Call;
   class Relay;
   friend class Relay;
+  struct Owned;  // the production clock and timer
 
-  struct Waiting {
-    std::shared_ptr<Call> call;
-    TimePoint deadline;
-  };
-
-  void HeartbeatLoop();
-  // Routes and hands the call to a link; false when no instance took it
-  // (its sink got the error). `retry`: a re-placement after an unreachable
-  // instance. A new call the router cannot place now waits (true).
+  Gateway(const ClusterConfig& cluster, const ProfileSet& profiles, std::vector<std::unique_ptr<InstanceLink>> links,
+          std::unique_ptr<Owned> owned);
+  void Poll(std::int32_t instance);
+  // Routes the call and hands it to a link, or makes it wait (the timer
+  // routes it again), or answers it with the error; false when no instance
+  // took it and it does not wait. `retry`: a re-placement after an
+  // unreachable instance (it never waits).
   bool Place(const std::shared_ptr<Call>& call, bool retry);
-  // Asks the router for the call's instance; on success records the
-  // placement (mu_ held).
-  RouteDecision RouteLocked(const std::shared_ptr<Call>& call, TimePoint now);
+  // A waiting call's retry is due.
+  void Retry(const std::shared_ptr<Call>& call);
   // Hands a placed call to its instance's link.
   void Dispatch(const std::shared_ptr<Call>& call, const RouteDecision& d, bool retry);
   // The 429 for a call no instance could take (`waited_s` > 0: after waiting).
   void Reject(Call& call, RouteDecision::Overload reason, double waited_s);
   void OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, const std::string& finish_reason);
   void OnCallError(const std::shared_ptr<Call>& call, const ApiError& error);
-  TimePoint Now() const;
+  TimePoint Now() const { return clock_.Now(); }
 
   ServeOptions serve_;
-  std::shared_ptr<const SteadyClock> clock_;
+  std::unique_ptr<Owned> owned_;  // null when the clock and timer were given
+  const Clock& clock_;
+  Timer& timer_;
   ModelCatalog catalog_;
   std::vector<std::unique_ptr<InstanceLink>> links_;
-  double heartbeat_s_;
-  double overload_max_wait_s_;
 
   std::mutex mu_;  // guards everything below up to metrics_
-  Router router_;
+  ControlPlane control_;
   SessionContexts sessions_;
   std::unordered_map<std::int64_t, std::shared_ptr<Call>> live_;
+  std::unordered_map<std::int64_t, std::shared_ptr<Call>> waiting_;  // overloaded calls, by id
   std::vector<std::optional<InstanceTelemetry>> last_;  // latest snapshot per instance
-  std::vector<bool> healthy_;
   std::vector<bool> polling_;  // a poll is outstanding
-  std::deque<Waiting> waiting_;  // overloaded calls, in arrival order
+  std::condition_variable polled_;  // a poll answered
   std::int64_t next_id_ = 0;
 
   ServerMetrics metrics_;
   std::atomic<bool> stop_{false};
-  std::thread heartbeat_;
 };
 
 }  // namespace talaria

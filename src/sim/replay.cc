@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "driver/control_plane.h"
 #include "driver/instance_runner.h"
 #include "driver/session_client.h"
 #include "engine/sim_engine.h"
@@ -33,11 +34,40 @@ struct CallRun {
   bool lease_hit = false;    // placed by consuming its session's lease
 };
 
-enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake, kHeartbeat };
+enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake, kTimer };
 struct Event {
   EventKind kind;
-  std::int32_t index;       // trace call index, or instance index
+  std::int32_t index;       // trace call index, instance index, or timer slot
   std::uint32_t step = 0;   // kStepDone: which step of the instance (a shortened step's first end is void)
+};
+
+// The simulator's Timer (driver/timer.h): callbacks as events in its queue,
+// so they interleave with arrivals and steps in (time, sequence) order.
+class EventTimer final : public Timer {
+ public:
+  explicit EventTimer(EventQueue<Event>& events) : events_(events) {}
+  void At(TimePoint at, std::function<void()> fn) override {
+    std::int32_t slot;
+    if (free_.empty()) {
+      slot = static_cast<std::int32_t>(callbacks_.size());
+      callbacks_.emplace_back();
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+    }
+    callbacks_[static_cast<std::size_t>(slot)] = std::move(fn);
+    events_.Push(at, Event{EventKind::kTimer, slot});
+  }
+  void Fire(std::int32_t slot) {
+    std::function<void()> fn = std::move(callbacks_[static_cast<std::size_t>(slot)]);
+    free_.push_back(slot);
+    fn();
+  }
+
+ private:
+  EventQueue<Event>& events_;
+  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::int32_t> free_;
 };
 
 class Driver final : public InstanceEvents {
@@ -62,15 +92,7 @@ class Driver final : public InstanceEvents {
       for (std::size_t i : s.calls) calls_[i].session = sessions_.size();
       sessions_.push_back(std::move(run));
     }
-    std::vector<std::string> names;
-    std::vector<std::int32_t> tps;
-    for (const auto& ic : cluster.instances) {
-      names.push_back(ic.name);
-      tps.push_back(ic.tp);
-    }
-    router_ = std::make_unique<Router>(cluster.router, names, tps, profiles);
-    heartbeat_s_ = cluster.heartbeat_s;
-    overload_max_wait_s_ = cluster.overload_max_wait_s;
+    control_ = std::make_unique<ControlPlane>(cluster, profiles);
     for (const auto& c : trace.calls) {
       if (AnyHost(c.model) < 0) {
         throw InputError(cluster.source, "no instance hosts model '" + c.model + "' (session '" +
@@ -93,7 +115,9 @@ class Driver final : public InstanceEvents {
       const InstanceConfig& ic = inst->config();
       inst->Warmup(ic.resident.empty() ? ic.models.front() : ic.resident.front(), TimePoint{});
     }
-    Heartbeat();
+    control_->StartHeartbeat(
+        timer_, now_, [this](std::int32_t i) { Poll(i); },
+        [this] { return result_.calls_completed + result_.rejected < result_.calls_total; });
     for (std::size_t s = 0; s < sessions_.size(); ++s) {
       const std::size_t first = sessions_[s].calls.front();
       Release(first, AtSeconds(trace_.calls[first].gap_s * options_.start_scale));
@@ -105,8 +129,8 @@ class Driver final : public InstanceEvents {
         Arrive(static_cast<std::size_t>(e.payload.index));
       } else if (e.payload.kind == EventKind::kWake) {
         Kick(e.payload.index);
-      } else if (e.payload.kind == EventKind::kHeartbeat) {
-        if (result_.calls_completed + result_.rejected < result_.calls_total) Heartbeat();
+      } else if (e.payload.kind == EventKind::kTimer) {
+        timer_.Fire(e.payload.index);
       } else if (e.payload.step == step_seq_[static_cast<std::size_t>(e.payload.index)]) {
         InstanceRunner& runner = *runners_[static_cast<std::size_t>(e.payload.index)];
         runner.Commit(now_);
@@ -130,7 +154,7 @@ class Driver final : public InstanceEvents {
     }
     result_.hbm_peak_bytes = result_.counters.hbm_peak_bytes;
     result_.rounds = result_.counters.rounds;
-    result_.router_counters = router_->counters();
+    result_.router_counters = control_->counters();
   }
 
   void OnFirstToken(std::int64_t call_id, TimePoint at) override {
@@ -145,8 +169,8 @@ class Driver final : public InstanceEvents {
     SessionRun& s = sessions_[run.session];
     const TraceCall& c = trace_.calls[index];
     ++result_.calls_completed;
-    router_->OnCompleted(c.session_id, c.model, run.instance, c.prompt_tokens + c.output_tokens,
-                         c.output_tokens, rec.finished);
+    control_->OnCompleted(c.session_id, c.model, run.instance, c.prompt_tokens + c.output_tokens,
+                          c.output_tokens, rec.finished);
     ++result_.kv_sources[ToString(rec.kv_source)];
     ++result_.admit_paths[ToString(rec.path)];
     if (calls_out_.is_open()) {
@@ -230,13 +254,11 @@ class Driver final : public InstanceEvents {
     return -1;
   }
 
-  void Heartbeat() {
-    for (std::size_t i = 0; i < instances_.size(); ++i) {
-      CatchUp(static_cast<std::int32_t>(i));
-      instances_[i]->Snapshot(now_, telemetry_, !router_->WantsFullSnapshot(static_cast<std::int32_t>(i)));
-      router_->OnTelemetry(static_cast<std::int32_t>(i), telemetry_, now_);
-    }
-    events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kHeartbeat, 0});
+  // The heartbeat's poll of one instance: its snapshot as of now.
+  void Poll(std::int32_t i) {
+    CatchUp(i);
+    instances_[static_cast<std::size_t>(i)]->Snapshot(now_, telemetry_, !control_->WantsFullSnapshot(i));
+    control_->OnTelemetry(i, telemetry_, now_);
   }
 
   // After a session's call ends (finished or rejected), release its next call.
@@ -272,17 +294,18 @@ class Driver final : public InstanceEvents {
     route.prompt_tokens = c.prompt_tokens;
     route.prefix_tokens = c.prefix_tokens;
     route.continuation = c.call_index > 0;
-    const RouteDecision d = router_->Route(route, now_);
-    if (d.instance < 0) {  // overload: wait at the gateway, bounded, then reject
-      if (ToSeconds(now_ - run.intended) + heartbeat_s_ <= overload_max_wait_s_) {
-        events_.Push(now_ + FromSeconds(heartbeat_s_), Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
-      } else {
-        ++result_.rejected;
-        ++result_.rejected_by_reason[ToString(d.overload)];
-        ReleaseNext(s, now_);
-      }
+    const ControlPlane::Placement p = control_->Place(route, run.intended, now_);
+    if (p.outcome == ControlPlane::Placement::Outcome::kWait) {  // waits at the gateway: arrives again
+      events_.Push(p.retry_at, Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
       return;
     }
+    if (p.outcome == ControlPlane::Placement::Outcome::kRejected) {
+      ++result_.rejected;
+      ++result_.rejected_by_reason[ToString(p.decision.overload)];
+      ReleaseNext(s, now_);
+      return;
+    }
+    const RouteDecision& d = p.decision;
     Instance& inst = *instances_[static_cast<std::size_t>(d.instance)];
     if (c.call_index > 0) {
       ++result_.continuations;
@@ -369,10 +392,9 @@ class Driver final : public InstanceEvents {
   std::vector<SessionRun> sessions_;
   std::vector<CallRun> calls_;
   EventQueue<Event> events_;
-  std::unique_ptr<Router> router_;
+  EventTimer timer_{events_};
+  std::unique_ptr<ControlPlane> control_;
   InstanceTelemetry telemetry_;  // one buffer for every heartbeat's snapshot
-  double heartbeat_s_ = 0.25;
-  double overload_max_wait_s_ = 60;
   std::set<std::pair<std::int32_t, std::string>> pending_opens_;  // placed, not yet open
   TimePoint now_{};
   std::int32_t block_tokens_ = 64;

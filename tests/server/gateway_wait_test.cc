@@ -1,19 +1,20 @@
-// The gateway's overload policy: a call no instance can take waits at the
-// gateway, bounded by overload_max_wait_s, then is rejected with 429. One
-// in-process instance, emulated 1,000x faster than the wall; heartbeats are
-// left to the test (Gateway::Heartbeat), and a snapshot is stale after one
-// emulated second (1 ms of wall time), so "no instance can take it" is
-// scripted by letting the only snapshot go stale.
+// The gateway's overload policy on a manual clock: a call no instance can
+// take waits at the gateway, routed again one heartbeat period after each
+// failed try, bounded by overload_max_wait_s, then is rejected with 429.
+// The gateway runs on a ManualClock and its ManualTimer, so heartbeats and
+// retries happen exactly when the test advances time; its one instance is a
+// scripted link (answers its telemetry polls or not; the test finishes the
+// calls placed on it). Nothing here sleeps.
 #include "server/gateway.h"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <thread>
+#include <string>
+#include <vector>
 
+#include "driver/timer.h"
+#include "instance/instance.h"
 #include "instance/test_profiles.h"
 #include "server/openai_api.h"
 
@@ -25,55 +26,74 @@ class RecordingSink final : public CompletionSink {
   void OnDelta(const std::string&) override {}
   void OnDone(const Usage&, const std::string&) override { Settle("done", std::nullopt); }
   void OnError(const ApiError& error) override { Settle("error", error); }
-
-  // Waits up to `timeout` for the outcome; "" if none came.
-  std::string Await(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, timeout, [&] { return !outcome_.empty(); });
-    return outcome_;
-  }
-  std::string outcome() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return outcome_;
-  }
-  ApiError error() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return error_.value_or(ApiError{});
-  }
+  const std::string& outcome() const { return outcome_; }
+  ApiError error() const { return error_.value_or(ApiError{}); }
 
  private:
   void Settle(const char* outcome, std::optional<ApiError> error) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      EXPECT_TRUE(outcome_.empty()) << "a second outcome: " << outcome;
-      outcome_ = outcome;
-      error_ = std::move(error);
-    }
-    cv_.notify_all();
+    EXPECT_TRUE(outcome_.empty()) << "a second outcome: " << outcome;
+    outcome_ = outcome;
+    error_ = std::move(error);
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
   std::string outcome_;
   std::optional<ApiError> error_;
 };
 
+// An instance the test scripts: its polls answer with a real instance's
+// snapshot while `answers`, and the calls placed on it wait in `placed`.
+class ScriptedLink final : public InstanceLink {
+ public:
+  ScriptedLink(const InstanceConfig& config, const ProfileSet& profiles) : instance_(config, profiles) {
+    instance_.Warmup(config.models.front(), TimePoint{});
+  }
+  const std::string& name() const override { return instance_.name(); }
+  void Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) override {
+    placed.push_back({std::move(call), std::move(sink)});
+  }
+  bool Cancel(std::int64_t) override { return false; }
+  void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) override {
+    if (!answers) return done(std::nullopt);
+    InstanceTelemetry t;
+    instance_.Snapshot(TimePoint{}, t);
+    done(t);
+  }
+
+  bool answers = true;
+  struct Placed {
+    std::shared_ptr<const LinkCall> call;
+    std::shared_ptr<CompletionSink> sink;
+  };
+  std::vector<Placed> placed;
+
+ private:
+  Instance instance_;
+};
+
 class GatewayWaitTest : public ::testing::Test {
  protected:
-  void StartGateway(double max_wait_s) {
+  // Heartbeats every second; a snapshot is stale after 1.5 s.
+  void StartGateway(double max_wait_s, double heartbeat_s = 1.0) {
     profiles_.Add(testing::TinyProfile("m"));
     ClusterConfig c;
     c.source = "test";
     c.instances.push_back(testing::TinyInstance("i0", {"m"}));
-    c.serve.time_scale = 1000;
-    c.heartbeat_s = 1e6;           // no automatic heartbeat within a test
-    c.router.stale_after_s = 1.0;  // 1 ms of wall time
+    c.heartbeat_s = heartbeat_s;
+    c.router.stale_after_s = 1.5;
     c.overload_max_wait_s = max_wait_s;
-    gateway_ = std::make_unique<Gateway>(c, profiles_);
-    gateway_->Start();
+    auto link = std::make_unique<ScriptedLink>(c.instances[0], profiles_);
+    link_ = link.get();
+    std::vector<std::unique_ptr<InstanceLink>> links;
+    links.push_back(std::move(link));
+    gateway_ = std::make_unique<Gateway>(c, profiles_, std::move(links), clock_, timer_);
+    gateway_->Start();  // the first heartbeat, at t = 0
   }
 
-  // Lets the only snapshot go stale: the router has nowhere to place.
-  static void GoStale() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+  // The instance stops answering; the next heartbeat (at t = 1) marks it
+  // unhealthy: the router has nowhere to place.
+  void GoDown() {
+    link_->answers = false;
+    timer_.Advance(FromSeconds(1));
+  }
 
   std::int64_t Submit(const std::shared_ptr<RecordingSink>& sink) {
     CompletionRequest r;
@@ -83,41 +103,48 @@ class GatewayWaitTest : public ::testing::Test {
     return gateway_->Submit(r, "", sink);
   }
 
+  ManualClock clock_;
+  ManualTimer timer_{clock_};
   ProfileSet profiles_;
+  ScriptedLink* link_ = nullptr;
   std::unique_ptr<Gateway> gateway_;
 };
 
 TEST_F(GatewayWaitTest, AWaitingCallIsPlacedOnceAnInstanceCanTakeIt) {
-  StartGateway(/*max_wait_s=*/1e6);
-  GoStale();
+  StartGateway(/*max_wait_s=*/10);
+  GoDown();
   auto sink = std::make_shared<RecordingSink>();
-  ASSERT_GE(Submit(sink), 0);
+  ASSERT_GE(Submit(sink), 0);  // at t = 1
   EXPECT_EQ(gateway_->waiting(), 1u);
-  // Retried (by the heartbeat thread too) while every snapshot is stale.
-  EXPECT_EQ(sink->Await(std::chrono::milliseconds(120)), "");
+  timer_.Advance(FromSeconds(1));  // t = 2: the heartbeat fails again, then the retry
+  EXPECT_EQ(sink->outcome(), "");
+  EXPECT_EQ(gateway_->waiting(), 1u);
+  EXPECT_TRUE(link_->placed.empty());
   EXPECT_EQ(gateway_->metrics().accepted.load(), 0u);
-  // A fresh snapshot: the heartbeat routes the waiting call again and it is
-  // placed and runs. (A snapshot is fresh for only 1 ms of wall time, so a
-  // loaded machine may need another heartbeat.)
-  std::string outcome;
-  for (int k = 0; k < 500 && outcome.empty(); ++k) {
-    gateway_->Heartbeat();
-    outcome = sink->Await(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(outcome, "done");
+
+  link_->answers = true;
+  timer_.Advance(FromSeconds(1));  // t = 3: a fresh snapshot, then the retry places the call
+  ASSERT_EQ(link_->placed.size(), 1u);
   EXPECT_EQ(gateway_->waiting(), 0u);
-  EXPECT_EQ(gateway_->metrics().waited.load(), 1u);
+  Usage usage;
+  usage.completion_tokens = 4;
+  link_->placed[0].sink->OnDone(usage, "length");
+  EXPECT_EQ(sink->outcome(), "done");
+  EXPECT_EQ(gateway_->metrics().waited.load(), 1u);  // once, however many tries
   EXPECT_EQ(gateway_->metrics().accepted.load(), 1u);
   EXPECT_EQ(gateway_->metrics().completed.load(), 1u);
 }
 
 TEST_F(GatewayWaitTest, PastTheBoundTheCallIsRejectedWithTheReason) {
-  StartGateway(/*max_wait_s=*/5);  // 5 ms of wall time
-  GoStale();
+  StartGateway(/*max_wait_s=*/5);
+  GoDown();
   auto sink = std::make_shared<RecordingSink>();
-  ASSERT_GE(Submit(sink), 0);
-  // The heartbeat thread's next wake (at most 50 ms away) finds it expired.
-  ASSERT_EQ(sink->Await(std::chrono::seconds(10)), "error");
+  ASSERT_GE(Submit(sink), 0);      // at t = 1
+  timer_.Advance(FromSeconds(4));  // tries at 2 .. 5: each next one still within 5 s of arrival
+  EXPECT_EQ(sink->outcome(), "");
+  EXPECT_EQ(gateway_->waiting(), 1u);
+  timer_.Advance(FromSeconds(1));  // t = 6: waited 5 s; a next try would pass the bound
+  ASSERT_EQ(sink->outcome(), "error");
   const ApiError e = sink->error();
   EXPECT_EQ(e.status, 429);
   EXPECT_EQ(e.code, "no_capacity");
@@ -129,7 +156,7 @@ TEST_F(GatewayWaitTest, PastTheBoundTheCallIsRejectedWithTheReason) {
 
 TEST_F(GatewayWaitTest, WithoutAWaitTheOverloadIsRejectedAtOnce) {
   StartGateway(/*max_wait_s=*/0);
-  GoStale();
+  GoDown();
   auto sink = std::make_shared<RecordingSink>();
   EXPECT_EQ(Submit(sink), -1);
   EXPECT_EQ(sink->outcome(), "error");
@@ -137,24 +164,37 @@ TEST_F(GatewayWaitTest, WithoutAWaitTheOverloadIsRejectedAtOnce) {
   EXPECT_EQ(gateway_->metrics().waited.load(), 0u);
 }
 
+// A call waits only for a heartbeat that can come within the bound.
+TEST_F(GatewayWaitTest, NoWaitWhenTheNextHeartbeatComesPastTheBound) {
+  StartGateway(/*max_wait_s=*/5, /*heartbeat_s=*/10);
+  link_->answers = false;
+  timer_.Advance(FromSeconds(10));  // the heartbeat at 10 s finds it down
+  auto sink = std::make_shared<RecordingSink>();
+  EXPECT_EQ(Submit(sink), -1);
+  EXPECT_EQ(sink->error().status, 429);
+  EXPECT_EQ(sink->error().message.find("after waiting"), std::string::npos) << sink->error().message;
+}
+
 TEST_F(GatewayWaitTest, ACancelledWaitingCallIsNeverPlaced) {
-  StartGateway(/*max_wait_s=*/1e6);
-  GoStale();
+  StartGateway(/*max_wait_s=*/10);
+  GoDown();
   auto sink = std::make_shared<RecordingSink>();
   const std::int64_t id = Submit(sink);
   ASSERT_GE(id, 0);
   EXPECT_TRUE(gateway_->Cancel(id));
   EXPECT_FALSE(gateway_->Cancel(id));
   EXPECT_EQ(gateway_->waiting(), 0u);
-  gateway_->Heartbeat();
-  EXPECT_EQ(sink->Await(std::chrono::milliseconds(100)), "");
+  link_->answers = true;
+  timer_.Advance(FromSeconds(3));  // heartbeats and the cancelled call's retry time pass
+  EXPECT_TRUE(link_->placed.empty());
+  EXPECT_EQ(sink->outcome(), "");
   EXPECT_EQ(gateway_->metrics().accepted.load(), 0u);
   EXPECT_EQ(gateway_->metrics().failed.load(), 0u);  // never accepted
 }
 
 TEST_F(GatewayWaitTest, StoppingAnswersEveryWaitingCall) {
-  StartGateway(/*max_wait_s=*/1e6);
-  GoStale();
+  StartGateway(/*max_wait_s=*/10);
+  GoDown();
   auto sink = std::make_shared<RecordingSink>();
   ASSERT_GE(Submit(sink), 0);
   gateway_->Stop();
@@ -162,6 +202,9 @@ TEST_F(GatewayWaitTest, StoppingAnswersEveryWaitingCall) {
   EXPECT_EQ(sink->error().status, 503);
   EXPECT_EQ(sink->error().code, "shutting_down");
   EXPECT_EQ(gateway_->waiting(), 0u);
+  link_->answers = true;
+  timer_.Advance(FromSeconds(3));  // the retry's time passes: nothing more happens
+  EXPECT_TRUE(link_->placed.empty());
 }
 
 }  // namespace
