@@ -1,0 +1,27 @@
+// The full router's placement (paper §3.3, Algorithm 1): a returning call
+// with a live lease for its model goes back to the lease's instance if that
+// instance is healthy and still holds the prefix on device or in host KV;
+// the lease is consumed, or else discarded (routing never refreshes one).
+// Otherwise the call is placed by cost (cost_ranking.h). Its completions
+// install the session's successor lease.
+#pragma once
+
+#include "router/cost_ranking.h"
+#include "router/lease_book.h"
+#include "router/placement_policy.h"
+
+namespace talaria {
+
+class FullRouterPolicy final : public PlacementPolicy {
+ public:
+  // `leases` must outlive the policy.
+  explicit FullRouterPolicy(LeaseBook& leases) : leases_(leases) {}
+  PolicyPick Place(const PlacementContext& ctx) override;
+  bool InstallsLeases() const override { return true; }
+
+ private:
+  LeaseBook& leases_;
+  CostRanking ranking_;
+};
+
+}  // namespace talaria

@@ -1,0 +1,47 @@
+// The router's leases (paper §3.3, Algorithm 1 lines 1-9): a session's soft
+// reservation, installed only when one of its calls completes, with
+// t_exp = t_done + tau. While live it holds one admission unit in its
+// model's next slot on its instance (ClusterView::ChargeLease). A return
+// consumes it; a lease that expires, or is found unusable, is dropped. A
+// lease is consumed or dropped once.
+//
+// Policy code: takes `now`, no clock, no I/O. Not synchronized.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "core/time.h"
+#include "router/cluster_view.h"
+#include "router/session_table.h"
+
+namespace talaria {
+
+struct RouterCounters;
+
+class LeaseBook {
+ public:
+  // `view` is charged for every live lease; it must outlive the book.
+  explicit LeaseBook(ClusterView& view) : view_(view) {}
+
+  // Installs `entry`'s successor lease (replacing a live one).
+  void Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance, std::int32_t model,
+               std::int64_t prefix_tokens, TimePoint now, double tau_s);
+  // Ends `entry`'s lease, if any (consumed, discarded, or its session
+  // dropped from the table).
+  void Drop(SessionEntry& entry);
+  // Drops the leases that expired by `now`, counting them.
+  void ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters& counters);
+
+ private:
+  ClusterView& view_;
+  std::unordered_map<std::uint64_t, std::string> owner_;  // live lease id -> session
+  std::deque<std::pair<TimePoint, std::uint64_t>> expiry_;  // FIFO: tau is constant
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace talaria
