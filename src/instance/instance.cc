@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "engine/sim_engine.h"
+#include "instance/prefill_admission.h"
 
 namespace talaria {
 
@@ -721,7 +722,6 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   const double budget = cold ? slot_budget_s_ - elapsed - protected_left
                              : std::numeric_limits<double>::infinity();
   double predicted = 0;
-  std::int64_t tokens = 0;
   PrefillItem item;
 
   // P first restores calls swapped out at the end of this model's last slot.
@@ -734,6 +734,13 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
       predicted += SimEngine::PrefillSeconds(*m.profile, std::span(&item, 1));
     }
   }
+  PrefillAdmission::Limits limits;
+  limits.session_prefill = session_prefill;
+  limits.cold = cold;
+  limits.budget_s = budget;
+  limits.sp_max_batch = config_.sp_max_batch;
+  limits.max_batch_tokens = config_.max_prefill_batch_tokens;
+  PrefillAdmission admission(limits, static_cast<std::int32_t>(batch_.size()), predicted);
   std::int32_t deferred = 0;
   // A continuation left for later counts once per slot, however many
   // decode boundaries it waits through.
@@ -743,53 +750,36 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
       ++deferred;
     }
   };
+  using Verdict = PrefillAdmission::Verdict;
   for (auto it = m.queue.begin(); it != m.queue.end();) {
     Request& r = **it;
-    if (session_prefill) {
-      if (!SpEligible(r)) {
-        ++it;
-        continue;
-      }
-      if (static_cast<std::int32_t>(batch_.size()) >= config_.sp_max_batch) {
-        defer(r);
-        ++it;
-        continue;
-      }
-    } else if (cold && r.arrived > slot_start_) {
-      break;  // P admits what was queued when the slot opened
+    Verdict v = admission.Precheck(session_prefill && SpEligible(r), r.arrived > slot_start_);
+    double cost = 0;
+    PrefillItem guess;
+    if (v == Verdict::kAdmit) {
+      // Predict before committing memory: restore + prefill of this call.
+      const Reuse u = FindReuse(r);
+      const std::int64_t hit = static_cast<std::int64_t>(u.device) * config_.block_tokens;
+      const std::int64_t restore = static_cast<std::int64_t>(u.host) * config_.block_tokens;
+      const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
+      guess = PrefillItem{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached, {}};
+      cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
+      v = admission.Fit(cost, guess.new_tokens);
     }
-    // Predict before committing memory: restore + prefill of this call.
-    const Reuse u = FindReuse(r);
-    const std::int64_t hit = static_cast<std::int64_t>(u.device) * config_.block_tokens;
-    const std::int64_t restore = static_cast<std::int64_t>(u.host) * config_.block_tokens;
-    const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
-    const PrefillItem guess{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached, {}};
-    const double cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
-    const bool first = batch_.empty();
-    if (!first && (predicted + cost > budget || tokens + guess.new_tokens > config_.max_prefill_batch_tokens)) {
-      if (session_prefill) {
-        defer(r);
-        ++it;
-        continue;
-      }
-      break;
+    if (v == Verdict::kSkip || v == Verdict::kDefer) {
+      if (v == Verdict::kDefer) defer(r);
+      ++it;
+      continue;
     }
-    if (first && cost > budget) {
-      if (session_prefill) {  // SP never overruns the protected decode budget
-        defer(r);
-        ++it;
-        continue;
-      }
-      ++counters_.deadline_risk;  // P makes progress, and reports the overrun
-    }
+    if (v == Verdict::kStop) break;
+    if (v == Verdict::kAdmitOverBudget) ++counters_.deadline_risk;  // P makes progress, and reports the overrun
     if (!Admit(r, now, item)) break;  // no KV room: wait
     r.path = session_prefill ? AdmitPath::kSessionPrefill
              : cold          ? AdmitPath::kPrefill
                              : AdmitPath::kContinuous;
     batch_.push_back(&r);
     items_.push_back(item);
-    predicted += cost;
-    tokens += guess.new_tokens;
+    admission.Admitted(cost, guess.new_tokens);
     m.queued_prefill -= r.queued_prefill;
     m.tokens_left -= r.call.output_tokens;
     it = m.queue.erase(it);
