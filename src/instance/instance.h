@@ -286,7 +286,6 @@ class Instance {
   bool AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep);
   void ReleaseModelKv(Model& m, TimePoint now, Duration& drain);
   void Finish(Request& r, TimePoint now, InstanceEvents& events);
-  double PredictPrefill(const Request& r, TimePoint now);
   SeqRef Seq(const Request& r) const;
   // A running call's output so far and context (prompt + output).
   std::int64_t Generated(const Request& r) const;

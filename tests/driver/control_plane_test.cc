@@ -93,8 +93,12 @@ TEST_F(ControlPlaneTest, TheOverloadWaitIsBoundedByTheNextHeartbeat) {
     EXPECT_EQ(p.outcome, row.outcome) << ToString(p.outcome);
     EXPECT_EQ(p.decision.instance, -1);
     EXPECT_EQ(p.decision.overload, RouteDecision::Overload::kStale);
-    if (p.outcome == Outcome::kWait) EXPECT_EQ(p.retry_at, now + FromSeconds(1));
-    if (p.outcome == Outcome::kRejected) EXPECT_DOUBLE_EQ(p.waited_s, row.waited_s);
+    if (p.outcome == Outcome::kWait) {
+      EXPECT_EQ(p.retry_at, now + FromSeconds(1));
+    }
+    if (p.outcome == Outcome::kRejected) {
+      EXPECT_DOUBLE_EQ(p.waited_s, row.waited_s);
+    }
   }
 }
 

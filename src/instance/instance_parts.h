@@ -1,0 +1,157 @@
+// The cold/hot instance scheduler's private state (instance.h's Model,
+// Request and Session) and small helpers, shared by the .cc files that
+// implement its concepts, one each:
+//   instance.cc            lifecycle, arrivals, Plan/Commit, cancel, finish
+//   prefill_planner.cc     reuse (device, host) and KV for P and SP batches
+//   round_planner.cc       slots and rounds: open, hold, decode, switch (Eq.3-5)
+//   residency.cc           which models are open, warm-up, staging, HBM peak
+//   session_book.cc        the instance's sessions and their device KV
+//   telemetry_snapshot.cc  the snapshot the router reads (§4.1)
+// Internal to the instance layer: nothing outside src/instance includes it.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "instance/instance.h"
+
+namespace talaria {
+
+struct Instance::Model {
+  ModelId id = 0;
+  std::string name;
+  const ModelProfile* profile = nullptr;
+  std::int64_t block_bytes = 0;
+  std::int32_t recurrent_blocks = 0;
+  std::deque<Request*> queue;     // arrived, not admitted
+  std::vector<Request*> running;  // admitted: decoding, or swapped out at a slot end
+  // The running calls that are decoding (not swapped out), densely: a
+  // decode step's commit advances `decoded` and reads only this array, not
+  // each call. A call's output so far is min(base + decoded, output).
+  struct Decoding {
+    std::int64_t base;
+    std::int64_t prompt;
+    std::int64_t output;
+    Request* request;
+    std::int64_t Generated(std::int64_t decoded) const { return std::min(base + decoded, output); }
+  };
+  std::vector<Decoding> decoding;
+  // The decoding batch's size, summed context and fewest tokens left
+  // (INT64_MAX when empty), from the dense array.
+  struct BatchSums {
+    std::int32_t calls = 0;
+    std::int64_t context = 0;
+    std::int64_t min_left = std::numeric_limits<std::int64_t>::max();
+  };
+  BatchSums DecodingSums() const {
+    BatchSums b;
+    for (const Decoding& d : decoding) {
+      const std::int64_t generated = d.Generated(decoded);
+      ++b.calls;
+      b.context += d.prompt + generated;
+      b.min_left = std::min(b.min_left, d.output - generated);
+    }
+    return b;
+  }
+  std::int64_t decoded = 0;  // decode iterations this model's batch has run
+  std::int64_t next_seq = 0;
+  // Kept as the queue and running set change, so a snapshot's queued work
+  // costs no walk over them: the queue's predicted prefill (exact integer
+  // sums of each request's queued_prefill) and the tokens left to generate
+  // by queued and running calls.
+  Duration queued_prefill{};
+  std::int64_t tokens_left = 0;
+  double switch_in_estimate_s = 0;
+  // EWMA of measured / profile-predicted step time (1 when the engine runs
+  // exactly as profiled, as the sim engine does): the router scales its
+  // profile-based estimates by these, refreshed from what rounds measured.
+  double prefill_scale = 1.0;
+  double decode_scale = 1.0;
+  bool resident = true;
+  double full_open_s = 0;  // from storage, when not resident
+  TimePoint last_active;
+};
+
+struct Instance::Request {
+  // What walks over a model's running calls read (the restore and swap
+  // loops, token reports, sequence lists) comes first, next to the call's
+  // id and token counts: one or two cache lines per call.
+  //
+  // Output tokens so far while it is not decoding (queued: 0; swapped out:
+  // as of the swap); while decoding, Instance::Generated derives it.
+  std::int64_t generated = 0;
+  bool swapped = false;   // KV swapped out at a slot end; restored in the next P
+  bool decoding = false;  // in its model's `decoding` array
+  std::int64_t base = 0;  // while decoding: output so far = base + its model's `decoded`
+  std::int64_t seq = 0;   // its place in its model's `running`
+  CallRequest call;
+  std::int32_t model = 0;
+  TimePoint arrived;
+  TimePoint admitted;
+  TimePoint first_token;
+  Duration queued_prefill{};  // its predicted prefill, counted in its model's while queued
+  std::vector<BlockId> blocks;
+  KvSource source = KvSource::kRecompute;
+  AdmitPath path = AdmitPath::kPrefill;
+  std::int64_t reused = 0;
+  std::int32_t pinned_host_blocks = 0;
+  std::int32_t preemptions = 0;
+  std::int64_t deferred_in_slot = -1;  // the slot it was last counted as deferred in
+  mutable std::uint64_t host_probe_version = UINT64_MAX;  // HKVR version of host_probe_blocks
+  mutable std::int32_t host_probe_blocks = 0;
+  // Its session, looked up once (SessionOf); null until the session exists.
+  mutable Session* session = nullptr;
+  mutable bool session_looked_up = false;
+
+  std::span<const PrefixHash> prompt_chain(std::int32_t block_tokens) const {
+    const auto n = std::min<std::size_t>(call.chain.size(),
+                                         static_cast<std::size_t>(call.prompt_tokens / block_tokens));
+    return call.chain.first(n);
+  }
+};
+
+struct Instance::Session {
+  std::string id;
+  ChainOwner owner = 0;     // its chains' owner in the host registry
+  std::int32_t model = -1;  // model whose device KV `blocks` hold
+  std::vector<PrefixHash> chain;
+  std::vector<BlockId> blocks;
+  bool busy = false;
+  TimePoint last_use;
+  // Telemetry cache of the host-restorable prefix once its checkpoint's
+  // copies land, shortened by the registry's drops (-1: probe again, a drop
+  // that could not be placed on its chain); probed while copies are in flight.
+  TimePoint checkpoint_done;
+  std::int32_t host_blocks = -1;
+  // What the last snapshot said of it, and whether that may be out of date.
+  KvState reported = KvState::kMissing;
+  std::int32_t reported_model = -1;
+  std::int64_t reported_tokens = 0;
+  bool dirty = false;
+  std::int32_t device_index = -1;  // its place in device_sessions_, -1 when it holds no blocks
+  std::list<Session*>::iterator by_use;  // its place in by_use_
+  std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
+};
+
+namespace instance_internal {
+
+// Decode iterations of `step_s` each until the first boundary at or after
+// `seconds` from the step's start (at least one).
+inline std::int64_t IterationsCovering(double seconds, double step_s) {
+  return std::max<std::int64_t>(1, std::llround(std::ceil(std::max(0.0, seconds) / step_s)));
+}
+
+inline constexpr TimePoint kNever = TimePoint::max();
+// Sessions idle this long with no device KV leave the instance's session
+// table (their host KV stays in the registry).
+inline constexpr double kForgetIdleSessionS = 600.0;
+
+}  // namespace instance_internal
+}  // namespace talaria

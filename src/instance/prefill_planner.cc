@@ -1,0 +1,218 @@
+// Prefill and session-prefill batches: how much of a call's prompt is
+// reusable here (device KV, host KV), its KV blocks, and the batch that
+// PrefillAdmission admits (paper §3.4, §3.5).
+#include "instance/instance_parts.h"
+
+#include "core/error.h"
+#include "engine/sim_engine.h"
+#include "instance/prefill_admission.h"
+
+namespace talaria {
+
+// A hybrid model's recurrent state cannot be rolled back: a device hit needs
+// the whole previous context reused (the state at its end is kept with the
+// session), and a host restore also needs that context to end on a block
+// boundary, where the checkpointed state was taken. Otherwise the restore is
+// declined (a restore skip) and the prefix recomputed.
+bool Instance::DeviceReusable(const Request& r) const {
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  return m.profile->family != AttentionFamily::kHybrid || r.call.full_reuse;
+}
+bool Instance::HostRestorable(const Request& r) const {
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  return m.profile->family != AttentionFamily::kHybrid ||
+         (r.call.full_reuse && r.call.prefix_tokens % config_.block_tokens == 0);
+}
+std::int32_t Instance::HostBlocks(const Request& r) {
+  // Queued calls are re-examined at every decode boundary: probe the
+  // registry again only when its published set changed.
+  if (r.host_probe_version != hkvr_.version()) {
+    r.host_probe_blocks = hkvr_.Probe(models_[static_cast<std::size_t>(r.model)]->id,
+                                      r.prompt_chain(config_.block_tokens));
+    r.host_probe_version = hkvr_.version();
+  }
+  return r.host_probe_blocks;
+}
+Instance::Reuse Instance::FindReuse(const Request& r) {
+  Reuse u;
+  const auto chain = r.prompt_chain(config_.block_tokens);
+  if (const Session* s = SessionOf(r); s != nullptr && s->model == active_ && !s->blocks.empty() && !s->busy) {
+    const std::int32_t common =
+        std::min<std::int32_t>(CommonBlocks(chain, s->chain), static_cast<std::int32_t>(s->blocks.size()));
+    if (DeviceReusable(r)) u.device = common;
+    else if (common > 0) ++u.skips;
+  }
+  if (u.device == 0 && config_.ablation.hkvr && r.call.call_index > 0) {
+    const std::int32_t found = HostBlocks(r);
+    if (HostRestorable(r)) u.host = found;
+    else if (found > 0) ++u.skips;
+  }
+  return u;
+}
+bool Instance::SpEligible(const Request& r) {
+  if (r.call.call_index == 0 || r.arrived <= slot_start_) return false;  // new sessions use P
+  const Reuse u = FindReuse(r);
+  return u.device > 0 || u.host > 0;
+}
+bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep) {
+  while (!pool_.Allocate(n, out)) {
+    // Evict the least recently used idle session's device KV (it stays
+    // host-restorable if HKVR checkpointed it).
+    Session* victim = nullptr;
+    for (Session* s : device_sessions_) {
+      if (s == keep || s->busy) continue;
+      if (victim == nullptr || s->last_use < victim->last_use ||
+          (s->last_use == victim->last_use && s->owner < victim->owner)) {
+        victim = s;  // ties: the session this instance saw first
+      }
+    }
+    if (victim == nullptr) return false;
+    pool_.Free(victim->blocks);
+    victim->blocks.clear();
+    TrackDevice(*victim);
+    MarkDirty(*victim);
+  }
+  return true;
+}
+bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
+  Model& m = Active();
+  const std::int32_t bt = config_.block_tokens;
+  if (r.swapped) {  // restore a call preempted at the end of its last slot
+    const auto need = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
+                      m.recurrent_blocks;
+    scratch_blocks_.clear();
+    if (!AllocateBlocks(need, scratch_blocks_, nullptr)) return false;
+    stager_.OnAllocated(scratch_blocks_, pool_);
+    r.blocks = scratch_blocks_;
+    item = PrefillItem{0, Context(r), Context(r), Seq(r)};  // swapped KV comes back from host
+    return true;
+  }
+  const Reuse u = FindReuse(r);
+  counters_.restore_skips += u.skips;
+  Session& s = SessionFor(r);
+  const auto chain = r.prompt_chain(bt);
+  const std::int32_t device = u.device;
+  // Admission touches the restored blocks, so the registry's LRU sees the use.
+  const std::int32_t host =
+      u.host > 0 ? std::min(u.host, hkvr_.Lookup(m.id, chain.first(static_cast<std::size_t>(u.host)), now)) : 0;
+  const auto total = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
+                     m.recurrent_blocks;
+  // Keep the matched device blocks (radix sharing), free the rest.
+  if (!s.blocks.empty()) {
+    pool_.Free(std::span(s.blocks).subspan(static_cast<std::size_t>(device)));
+    s.blocks.resize(static_cast<std::size_t>(device));
+  }
+  scratch_blocks_.clear();
+  if (!AllocateBlocks(total - device, scratch_blocks_, &s)) return false;
+  stager_.OnAllocated(scratch_blocks_, pool_);
+  r.blocks = std::move(s.blocks);
+  r.blocks.insert(r.blocks.end(), scratch_blocks_.begin(), scratch_blocks_.end());
+  s.blocks.clear();
+  TrackDevice(s);
+  s.busy = true;
+  s.model = active_;
+  MarkDirty(s);
+
+  std::int64_t cached = static_cast<std::int64_t>(device > 0 ? device : host) * bt;
+  cached = std::min(cached, r.call.prompt_tokens - 1);  // the last token is always computed
+  r.source = device > 0 ? KvSource::kDevice : host > 0 ? KvSource::kHost : KvSource::kRecompute;
+  r.reused = cached;
+  r.admitted = now;
+  if (host > 0) {
+    hkvr_.Pin(m.id, chain, host);
+    r.pinned_host_blocks = host;
+  }
+  item = PrefillItem{r.call.prompt_tokens - cached, cached, host > 0 ? cached : 0, Seq(r)};
+  return true;
+}
+bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
+  Model& m = Active();
+  batch_.clear();
+  items_.clear();
+  const bool cold = config_.pool == Pool::kCold;
+  const double elapsed = ToSeconds(now - slot_start_);
+  const Model::BatchSums sums = m.DecodingSums();
+  const std::int32_t running = sums.calls;
+  const std::int64_t context = sums.context;
+  const double t_d = m.profile->DecodeStepSeconds(std::max(running, 1), running > 0 ? context / running : 0);
+  const double protected_left =
+      running > 0 ? std::max(0, protected_iterations_ - decode_iterations_) * t_d : 0.0;
+  const double budget = cold ? slot_budget_s_ - elapsed - protected_left
+                             : std::numeric_limits<double>::infinity();
+  double predicted = 0;
+  PrefillItem item;
+
+  // P first restores calls swapped out at the end of this model's last slot.
+  if (!session_prefill && !p_done_) {
+    for (Request* r : m.running) {
+      if (!r->swapped) continue;
+      if (!Admit(*r, now, item)) break;
+      batch_.push_back(r);
+      items_.push_back(item);
+      predicted += SimEngine::PrefillSeconds(*m.profile, std::span(&item, 1));
+    }
+  }
+  PrefillAdmission::Limits limits;
+  limits.session_prefill = session_prefill;
+  limits.cold = cold;
+  limits.budget_s = budget;
+  limits.sp_max_batch = config_.sp_max_batch;
+  limits.max_batch_tokens = config_.max_prefill_batch_tokens;
+  PrefillAdmission admission(limits, static_cast<std::int32_t>(batch_.size()), predicted);
+  std::int32_t deferred = 0;
+  // A continuation left for later counts once per slot, however many
+  // decode boundaries it waits through.
+  auto defer = [&](Request& r) {
+    if (r.deferred_in_slot != slot_serial_) {
+      r.deferred_in_slot = slot_serial_;
+      ++deferred;
+    }
+  };
+  using Verdict = PrefillAdmission::Verdict;
+  for (auto it = m.queue.begin(); it != m.queue.end();) {
+    Request& r = **it;
+    Verdict v = admission.Precheck(session_prefill && SpEligible(r), r.arrived > slot_start_);
+    double cost = 0;
+    PrefillItem guess;
+    if (v == Verdict::kAdmit) {
+      // Predict before committing memory: restore + prefill of this call.
+      const Reuse u = FindReuse(r);
+      const std::int64_t hit = static_cast<std::int64_t>(u.device) * config_.block_tokens;
+      const std::int64_t restore = static_cast<std::int64_t>(u.host) * config_.block_tokens;
+      const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
+      guess = PrefillItem{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached, {}};
+      cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
+      v = admission.Fit(cost, guess.new_tokens);
+    }
+    if (v == Verdict::kSkip || v == Verdict::kDefer) {
+      if (v == Verdict::kDefer) defer(r);
+      ++it;
+      continue;
+    }
+    if (v == Verdict::kStop) break;
+    if (v == Verdict::kAdmitOverBudget) ++counters_.deadline_risk;  // P makes progress, and reports the overrun
+    if (!Admit(r, now, item)) break;  // no KV room: wait
+    r.path = session_prefill ? AdmitPath::kSessionPrefill
+             : cold          ? AdmitPath::kPrefill
+                             : AdmitPath::kContinuous;
+    batch_.push_back(&r);
+    items_.push_back(item);
+    admission.Admitted(cost, guess.new_tokens);
+    m.queued_prefill -= r.queued_prefill;
+    m.tokens_left -= r.call.output_tokens;
+    it = m.queue.erase(it);
+  }
+  if (session_prefill) {
+    if (holding_ && !batch_.empty()) ++counters_.hold_hits;
+    counters_.sp_admitted += static_cast<std::int64_t>(batch_.size());
+    counters_.sp_deferred += deferred;
+    round_.sp_admitted += static_cast<std::int32_t>(batch_.size());
+    round_.sp_deferred += deferred;
+  }
+  if (batch_.empty()) return false;
+  step_.kind = session_prefill ? Step::Kind::kSessionPrefill : Step::Kind::kPrefill;
+  step_.prefill = PrefillStep{m.profile, items_};
+  return true;
+}
+
+}  // namespace talaria

@@ -1,0 +1,87 @@
+// Residency: which models are open here (max_resident), warm-up, operator
+// open/close, staging of the next model's weights, and the HBM peak.
+#include "instance/instance_parts.h"
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace talaria {
+
+bool Instance::Resident(const std::string& model) const {
+  const std::int32_t i = ModelIndex(model);
+  return i >= 0 && models_[static_cast<std::size_t>(i)]->resident;
+}
+double Instance::OpenModel(Model& m, bool switching) {
+  if (m.resident) return 0;
+  m.resident = true;
+  ++counters_.model_opens;
+  // Over the limit, close the least recently active idle model. At a switch
+  // the outgoing model leaves the GPUs, so when no open model is idle the
+  // least recently active one with queued work closes too: its weights do
+  // not fit beside the new model's, and its next slot opens it again.
+  // Outside a switch (an operator's open) the active model and models with
+  // work stay open, over the limit for now.
+  std::int32_t open = 0;
+  for (const auto& other : models_) open += other->resident;
+  while (config_.max_resident > 0 && open > config_.max_resident) {
+    Model* victim = nullptr;
+    bool victim_idle = false;
+    for (auto& other : models_) {
+      if (!other->resident || other.get() == &m) continue;
+      const bool idle = !HasWork(*other) && (switching || other->id != active_);
+      if (!idle && !switching) continue;
+      if (victim == nullptr || (idle && !victim_idle) ||
+          (idle == victim_idle && other->last_active < victim->last_active)) {
+        victim = other.get();
+        victim_idle = idle;
+      }
+    }
+    if (victim == nullptr) break;  // every open model has work: over the limit for now
+    victim->resident = false;
+    ++counters_.model_closes;
+    --open;
+  }
+  return m.full_open_s;
+}
+Instance::AdminResult Instance::AdminOpen(const std::string& model) {
+  const std::int32_t i = ModelIndex(model);
+  if (i < 0) return AdminResult::kUnknownModel;
+  Model& m = *models_[static_cast<std::size_t>(i)];
+  if (m.resident) return AdminResult::kAlready;
+  OpenModel(m, /*switching=*/false);
+  return AdminResult::kDone;
+}
+Instance::AdminResult Instance::AdminClose(const std::string& model) {
+  const std::int32_t i = ModelIndex(model);
+  if (i < 0) return AdminResult::kUnknownModel;
+  Model& m = *models_[static_cast<std::size_t>(i)];
+  if (!m.resident) return AdminResult::kAlready;
+  if (i == active_ || HasWork(m)) return AdminResult::kBusy;
+  m.resident = false;
+  ++counters_.model_closes;
+  return AdminResult::kDone;
+}
+void Instance::Warmup(const std::string& model, TimePoint now) {
+  TALARIA_CHECK(active_ < 0 && !in_flight_, "warm-up after serving started");
+  active_ = ModelIndex(model);
+  TALARIA_CHECK(active_ >= 0, "warm-up of a model this instance does not host");
+  Active().resident = true;
+  layout_.Activate(model);
+  pool_.Format(layout_.kv(), Active().block_bytes);
+  StartStagingAfter(now);
+}
+void Instance::StartStagingAfter(TimePoint now) {
+  if (!config_.ablation.d2d_staging || models_.size() < 2) return;
+  // Stage the model that follows in round order while this one serves.
+  const Model& next = *models_[static_cast<std::size_t>((active_ + 1) % static_cast<std::int32_t>(models_.size()))];
+  stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
+}
+void Instance::TrackHbm() {
+  const std::int64_t used =
+      layout_.weights().size() + pool_.used_bytes() + stager_.StagedBytes() + layout_.graph_pool().size() +
+      layout_.runtime().size() +
+      static_cast<std::int64_t>(config_.non_bump_reserved_gib * static_cast<double>(kGiB));
+  counters_.hbm_peak_bytes = std::max(counters_.hbm_peak_bytes, used);
+}
+
+}  // namespace talaria

@@ -1,0 +1,252 @@
+// Slots and rounds (paper §3.2, §3.4, Eq.3-5): opening a slot with its
+// budget, holding it for a return, decode steps and their boundaries, the
+// switch to the next model with work, the decoding batch's bookkeeping.
+#include "instance/instance_parts.h"
+
+#include "core/error.h"
+#include "engine/sim_engine.h"
+
+namespace talaria {
+
+using instance_internal::IterationsCovering;
+using instance_internal::kNever;
+
+bool Instance::HasWork(const Model& m) const { return !m.queue.empty() || !m.running.empty(); }
+std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
+  const auto n = static_cast<std::int32_t>(models_.size());
+  for (std::int32_t k = 1; k <= n; ++k) {
+    const std::int32_t i = ((after < 0 ? -1 : after) + k + n) % n;
+    if (HasWork(*models_[static_cast<std::size_t>(i)])) return i;
+  }
+  return -1;
+}
+void Instance::OpenSlot(TimePoint now) {
+  Model& m = Active();
+  if (!slot_round_counted_) BeginSlotRound(active_, now);
+  slot_open_ = true;
+  ++slot_serial_;
+  slot_start_ = now;
+  p_done_ = false;
+  decode_iterations_ = 0;
+  if (config_.pool == Pool::kHot) {
+    slot_budget_s_ = std::numeric_limits<double>::infinity();
+    protected_iterations_ = 0;
+    return;
+  }
+  // Eq.3/Eq.5: the round R = sum of slots + sum of switches should stay
+  // within gamma * T_TTFT. Each model with work gets an equal share of that
+  // bound as its slot; when the predicted switches push R past the bound,
+  // the overrun is reported as deadline risk rather than hidden by shrinking
+  // slots below what protected decode and prefill need.
+  std::int32_t with_work = 0;
+  double switches_s = 0;
+  for (const auto& other : models_) {
+    if (!HasWork(*other)) continue;
+    ++with_work;
+    switches_s += other->switch_in_estimate_s;
+  }
+  with_work = std::max(with_work, 1);
+  if (with_work == 1) switches_s = 0;
+  const double round_s = config_.gamma * config_.ttft_target_s;
+  slot_budget_s_ = round_s / with_work;
+  if (slot_budget_s_ * with_work + switches_s > round_s) ++counters_.deadline_risk;
+  // Eq.4: d_m (T_TPOT - t_D) >= U_m = R - d_m t_D, i.e. d_m >= R / T_TPOT.
+  std::int32_t batch = 0;
+  std::int64_t context = 0;
+  for (const Request* r : m.running) {
+    ++batch;
+    context += Context(*r);
+  }
+  const double t_d = m.profile->DecodeStepSeconds(std::max(batch, 1), batch > 0 ? context / batch : 0);
+  if (config_.tpot_target_s <= t_d) ++counters_.tpot_infeasible;
+  protected_iterations_ = static_cast<std::int32_t>(std::ceil(round_s / config_.tpot_target_s));
+  const double floor_s = protected_iterations_ * t_d + config_.min_prefill_budget_s;
+  if (slot_budget_s_ < floor_s) {
+    slot_budget_s_ = floor_s;  // Eq.4 cannot fit: the round overruns, reported
+    ++counters_.deadline_risk;
+  }
+}
+void Instance::BeginSlotRound(std::int32_t model, TimePoint now) {
+  // A round gives each model with work one slot: it ends when the
+  // scheduler wraps around the model order.
+  if (round_open_ && model <= round_last_model_) {
+    closed_rounds_.push_back(round_);
+    ++counters_.rounds;
+    round_open_ = false;
+  }
+  if (!round_open_) {
+    round_ = RoundRecord{};
+    round_.instance = config_.name;
+    round_.index = counters_.rounds + static_cast<std::int64_t>(closed_rounds_.size());
+    round_.start = now;
+    round_open_ = true;
+  }
+  round_last_model_ = model;
+  ++round_.slots;
+  slot_round_counted_ = true;
+}
+void Instance::Flush(InstanceEvents& events) {
+  for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
+  closed_rounds_.clear();
+  if (round_open_) {
+    round_open_ = false;
+    ++counters_.rounds;
+    events.OnRound(round_);
+  }
+}
+TimePoint Instance::HoldUntil(TimePoint now) const {
+  if (config_.pool != Pool::kCold || !config_.ablation.sp || config_.slot_hold_s <= 0) return kNever;
+  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  if (now >= slot_end) return kNever;
+  // Only a session that finished within the hold can keep the slot open:
+  // the latest such one, still idle on the active model, sets the hold.
+  const Duration hold = FromSeconds(config_.slot_hold_s);
+  for (auto it = recent_finishes_.rbegin(); it != recent_finishes_.rend() && it->first + hold > now; ++it) {
+    const Session& s = *it->second;
+    if (s.model != active_ || s.busy || s.last_use != it->first) continue;
+    return std::min(it->first + hold, slot_end);
+  }
+  return kNever;
+}
+SeqRef Instance::Seq(const Request& r) const {
+  return SeqRef{r.call.id, r.call.prompt_ids, r.blocks, r.call.output_tokens, config_.ablation.hkvr};
+}
+std::int64_t Instance::Generated(const Request& r) const {
+  if (!r.decoding) return r.generated;
+  const Model& m = *models_[static_cast<std::size_t>(r.model)];
+  return std::min(r.base + m.decoded, r.call.output_tokens);
+}
+std::int64_t Instance::Context(const Request& r) const { return r.call.prompt_tokens + Generated(r); }
+void Instance::StartDecoding(Model& m, Request& r) {
+  r.base = r.generated - m.decoded;
+  m.decoding.push_back(Model::Decoding{r.base, r.call.prompt_tokens, r.call.output_tokens, &r});
+  r.decoding = true;
+}
+void Instance::StopDecoding(Model& m, Request& r) {
+  if (!r.decoding) return;
+  r.generated = Generated(r);
+  r.decoding = false;
+  auto it = std::find_if(m.decoding.begin(), m.decoding.end(), [&](const Model::Decoding& d) { return d.request == &r; });
+  TALARIA_CHECK(it != m.decoding.end(), "a decoding call missing from its model's batch");
+  *it = m.decoding.back();  // (admission order is kept by Request::seq)
+  m.decoding.pop_back();
+}
+bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
+  Model& m = Active();
+  const auto [batch, context, min_left] = m.DecodingSums();
+  decode_seqs_.clear();
+  if (batch == 0) return false;
+  if (!sizes_only_) {
+    for (const Request* r : m.running) {
+      if (!r->swapped) decode_seqs_.push_back(Seq(*r));
+    }
+  }
+  const bool cold = config_.pool == Pool::kCold;
+  const std::int32_t other = NextModelWithWork(active_);
+  const bool contended = cold && ((other >= 0 && other != active_) || !Active().queue.empty());
+  // The slot ends with its budget, but never before its protected decode
+  // (Eq.4: d_m iterations per round keep the average token cadence), so a
+  // call whose prefill used the budget still makes progress.
+  const double left_s = slot_budget_s_ - ToSeconds(now - slot_start_);
+  const std::int32_t protected_left = std::max(0, protected_iterations_ - decode_iterations_);
+  if (contended && left_s <= 0 && protected_left == 0) return false;
+
+  const std::int64_t mean_context = context / batch;
+  const double step_s = m.profile->DecodeStepSeconds(batch, mean_context);
+  std::int64_t iterations = min_left;
+  if (contended) {
+    const std::int64_t by_budget = left_s > 0 ? std::llround(std::ceil(left_s / step_s)) : 0;
+    iterations = std::min<std::int64_t>(iterations, std::max<std::int64_t>({1, by_budget, protected_left}));
+  }
+  const bool admits_at_boundaries = !cold || config_.ablation.sp;
+  if (admits_at_boundaries && horizon != kNever) {
+    iterations = std::min<std::int64_t>(iterations, IterationsCovering(ToSeconds(horizon - now), step_s));
+  }
+  step_.kind = Step::Kind::kDecode;
+  step_.decode = DecodeStep{m.profile, batch, mean_context, static_cast<std::int32_t>(iterations), decode_seqs_};
+  return true;
+}
+bool Instance::ShortenDecode(TimePoint at) {
+  if (!in_flight_ || step_.kind != Step::Kind::kDecode || step_.decode.iterations <= 1) return false;
+  if (config_.pool == Pool::kCold && !config_.ablation.sp) return false;
+  // The same boundary PlanDecode picks for a horizon at `at`.
+  const double step_s = step_.decode.model->DecodeStepSeconds(step_.decode.batch, step_.decode.mean_context_tokens);
+  const std::int64_t iterations = IterationsCovering(ToSeconds(at - step_start_), step_s);
+  if (iterations >= step_.decode.iterations) return false;
+  step_.decode.iterations = static_cast<std::int32_t>(iterations);
+  return true;
+}
+void Instance::SplitDecode(TimePoint first_end, std::int32_t first, InstanceEvents& events) {
+  TALARIA_CHECK(in_flight_ && step_.kind == Step::Kind::kDecode && first >= 1 && first < step_.decode.iterations,
+                "SplitDecode needs a decode step in flight with more iterations");
+  const std::int32_t rest = step_.decode.iterations - first;
+  step_.decode.iterations = first;
+  Commit(first_end, SwitchTiming{}, events);
+  step_.kind = Step::Kind::kDecode;
+  step_.decode.iterations = rest;
+  step_.decode.mean_context_tokens += first;
+  step_start_ = first_end;
+  in_flight_ = true;
+}
+void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
+  // Switch barrier (invariant 3): the outgoing model's D2H copies drain.
+  if (config_.ablation.hkvr) drain = hkvr_.DrainModel(m.id, now) - now;
+  // Calls still decoding are swapped out with the region (request-level
+  // preemption, part of the round scheduler in every configuration, unlike
+  // HKVR's session registry) and resume in the model's next slot.
+  double swap_s = 0;
+  for (Request* r : m.running) {
+    if (r->swapped) continue;
+    swap_s += static_cast<double>(static_cast<std::int64_t>(r->blocks.size()) * m.block_bytes) /
+              m.profile->h2d_bytes_per_s;
+    r->blocks.clear();
+    StopDecoding(m, *r);
+    r->swapped = true;
+    ++r->preemptions;
+    ++counters_.preemptions;
+  }
+  drain += FromSeconds(swap_s);
+  // Sessions with blocks of another model were released at that model's
+  // switch, so those holding blocks now are this model's.
+  for (Session* s : device_sessions_) {
+    TALARIA_CHECK(s->model == m.id, "device KV of a model that is not switching out");
+    s->blocks.clear();  // the KV region is released
+    s->device_index = -1;
+    MarkDirty(*s);
+  }
+  device_sessions_.clear();
+}
+bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
+  Model& to = *models_[static_cast<std::size_t>(target)];
+  GatherPlan plan;
+  if (config_.ablation.d2d_staging && active_ >= 0) {
+    plan = stager_.Plan(to.name, to.profile->weight_bytes_per_rank);
+  } else {
+    plan.model = to.name;
+    plan.weight_bytes = plan.h2d_bytes = to.profile->weight_bytes_per_rank;
+  }
+  Duration drain{};
+  const ModelProfile* from = nullptr;
+  if (active_ >= 0) {
+    from = Active().profile;
+    ReleaseModelKv(Active(), now, drain);
+  }
+  stager_.Cancel(pool_);
+  const double full_open_s = OpenModel(to, /*switching=*/true);
+  if (full_open_s > 0) {  // nothing of it was staged or cached
+    plan.d2d_bytes = plan.dirty_bytes = 0;
+    plan.h2d_bytes = plan.weight_bytes;
+    plan.path = SwitchPath::kH2d;
+  }
+  const HbmLayout::Activation activation = layout_.Activate(to.name);
+  pool_.Format(layout_.kv(), to.block_bytes);
+  to.last_active = now;
+  step_.kind = Step::Kind::kSwitch;
+  step_.switch_step = SwitchStep{from, to.profile, plan, drain, activation.bases_changed, full_open_s};
+  active_ = target;
+  slot_open_ = false;
+  BeginSlotRound(target, now);
+  return true;
+}
+
+}  // namespace talaria
