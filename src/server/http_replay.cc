@@ -7,11 +7,12 @@
 #include <boost/beast.hpp>
 #include <chrono>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/error.h"
 #include "driver/session_client.h"
+#include "server/openai_decode.h"
+#include "server/openai_encode.h"
 #include "trace/tokens.h"
 
 namespace talaria {
@@ -47,16 +48,14 @@ struct CallOutcome {
   std::string text;  // the streamed completion text (with echo_output)
 };
 
-// The text of a completion stream: every chunk's choices[0].text, joined.
+// The text of a completion stream: every event's text, joined.
 std::string StreamedText(const std::string& body) {
   std::string text;
-  for (std::size_t at = body.find("data: {"); at != std::string::npos; at = body.find("data: {", at + 1)) {
-    const std::size_t end = body.find('\n', at);
-    const auto chunk = nlohmann::json::parse(body.substr(at + 6, end - at - 6), nullptr, false);
-    if (chunk.is_discarded() || !chunk.contains("choices") || chunk["choices"].empty()) continue;
-    const auto& choice = chunk["choices"][0];
-    if (choice.contains("text") && choice["text"].is_string()) text += choice["text"].get<std::string>();
-  }
+  SseDecoder sse;
+  CompletionEvent event;
+  sse.Feed(body.data(), body.size(), [&](std::string_view data) {
+    if (data != "[DONE]" && ReadCompletionEvent(data, event)) text += event.text;
+  });
   return text;
 }
 
@@ -133,8 +132,8 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
             std::copy_n(context.begin(), std::min(keep, prompt.size()), prompt.begin());
             context = prompt;
           }
-          nlohmann::json body = {{"model", c.model}, {"prompt", prompt}, {"max_tokens", c.output_tokens}, {"stream", true}};
-          const CallOutcome out = Post(socket, buffer, target, o, c.session_id, body.dump(), release);
+          const CallOutcome out = Post(socket, buffer, target, o, c.session_id,
+                                       TokenCompletionBody(c.model, prompt, c.output_tokens, /*stream=*/true), release);
           for (unsigned char b : out.text) context.push_back(3 + b);
           std::lock_guard<std::mutex> lock(mu);
           if (out.status != 200) {

@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "core/error.h"
+#include "server/openai_encode.h"
 
 namespace talaria {
 namespace {
@@ -109,61 +110,6 @@ net::awaitable<Event> NextEvent(CallChannel& channel) {
   co_return e;
 }
 
-// Completion bodies are written straight into a string: they are built per
-// call (per token when streaming), where a JSON object tree costs more than
-// the rest of the serving path (measured by bench/gateway/run.sh).
-
-// Appends `text` as a JSON string literal. Bytes >= 0x80 pass through
-// (valid UTF-8 in, valid UTF-8 out).
-void AppendQuoted(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char esc[8];
-          std::snprintf(esc, sizeof esc, "\\u%04x", c);
-          out += esc;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
-// Appends ,"usage":{...},"talaria":{...}: token counts, and the Talaria
-// extension (where the call ran and where its prefix KV came from; the
-// gateway's completion hook reads it).
-void AppendUsage(std::string& out, const Usage& u) {
-  out += ",\"usage\":{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
-         ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
-         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) +
-         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
-  out += ",\"talaria\":{\"kv_source\":";
-  AppendQuoted(out, u.kv_source);
-  out += ",\"instance\":";
-  AppendQuoted(out, u.instance);
-  out += '}';
-}
-
-// {"id":..,"object":..,"created":..,"model":..  (left open for the choices)
-void AppendHead(std::string& out, const std::string& id, const char* object, std::int64_t created,
-                const std::string& model) {
-  out += "{\"id\":";
-  AppendQuoted(out, id);
-  out += ",\"object\":\"";
-  out += object;
-  out += "\",\"created\":" + std::to_string(created) + ",\"model\":";
-  AppendQuoted(out, model);
-}
-
 // JSON is built outside the coroutines: GCC 12 miscompiles brace-initialised
 // string literals inside coroutine bodies ("array used as initializer").
 Response HealthResponse(const Request& req) { return JsonResponse(req, http::status::ok, json{{"status", "ok"}}); }
@@ -176,50 +122,19 @@ Response ModelsResponse(const Request& req, const std::vector<std::string>& mode
   return JsonResponse(req, http::status::ok, json{{"object", "list"}, {"data", data}});
 }
 
-Response CompletionResponse(const Request& req, bool chat, const std::string& id, std::int64_t created,
-                            const std::string& model, const std::string& text, const Event& done) {
-  std::string body;
-  body.reserve(320 + text.size());
-  AppendHead(body, id, chat ? "chat.completion" : "text_completion", created, model);
-  body += chat ? ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
-               : ",\"choices\":[{\"index\":0,\"text\":";
-  AppendQuoted(body, text);
-  body += chat ? "},\"finish_reason\":" : ",\"finish_reason\":";
-  AppendQuoted(body, done.finish_reason);
-  body += "}]";
-  AppendUsage(body, done.usage);
-  body += '}';
-  return TextResponse(req, http::status::ok, std::move(body));
+Response CompletionResponse(const Request& req, const AnswerHead& head, const std::string& text, const Event& done) {
+  return TextResponse(req, http::status::ok, CompletionBody(head, text, done.finish_reason, done.usage));
 }
 
-// One server-sent event of a stream: a delta, or the final chunk with usage.
-std::string StreamEvent(bool chat, const std::string& id, std::int64_t created, const std::string& model,
-                        const Event& e, bool first_delta) {
-  if (e.kind == Event::Kind::kError) return "data: " + e.error.Body().dump() + "\n\n";
-  std::string out = "data: ";
-  out.reserve(256 + e.text.size());
-  AppendHead(out, id, chat ? "chat.completion.chunk" : "text_completion", created, model);
-  if (e.kind == Event::Kind::kDelta) {
-    if (chat) {
-      out += first_delta ? ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":"
-                         : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":";
-      AppendQuoted(out, e.text);
-      out += "},\"finish_reason\":null}]}";
-    } else {
-      out += ",\"choices\":[{\"index\":0,\"text\":";
-      AppendQuoted(out, e.text);
-      out += ",\"finish_reason\":null}]}";
-    }
-  } else {
-    out += chat ? ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
-                : ",\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":";
-    AppendQuoted(out, e.finish_reason);
-    out += "}]";
-    AppendUsage(out, e.usage);
-    out += '}';
+// One server-sent event of a stream: a delta, the final chunk with usage, or
+// an error.
+std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta) {
+  switch (e.kind) {
+    case Event::Kind::kDelta: return StreamDelta(head, e.text, first_delta);
+    case Event::Kind::kDone: return StreamFinal(head, e.finish_reason, e.usage);
+    case Event::Kind::kError: return StreamError(e.error);
   }
-  out += "\n\n";
-  return out;
+  return {};
 }
 
 Response MetricsResponse(const Request& req, std::string text) {
@@ -359,8 +274,11 @@ struct HttpServer::Impl {
     auto executor = co_await net::this_coro::executor;
     auto channel = std::make_shared<CallChannel>(executor);
     const std::int64_t handle = service.Submit(request, key, std::make_shared<Sink>(executor, channel));
-    const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
-    const std::int64_t created = UnixNow();
+    AnswerHead answer;
+    answer.chat = chat;
+    answer.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
+    answer.created = UnixNow();
+    answer.model = request.model;
 
     if (!request.stream) {
       std::string text;
@@ -371,7 +289,7 @@ struct HttpServer::Impl {
           continue;
         }
         if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
-        co_return co_await Write(stream, CompletionResponse(req, chat, id, created, request.model, text, e), label);
+        co_return co_await Write(stream, CompletionResponse(req, answer, text, e), label);
       }
     }
 
@@ -390,7 +308,7 @@ struct HttpServer::Impl {
       co_await http::async_write_header(stream, serializer, net::use_awaitable);
       bool first_delta = true;
       for (;;) {
-        const std::string line = StreamEvent(chat, id, created, request.model, e, first_delta);
+        const std::string line = StreamEvent(answer, e, first_delta);
         if (e.kind == Event::Kind::kDelta) first_delta = false;
         co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(line)), net::use_awaitable);
         if (e.kind != Event::Kind::kDelta) break;  // done, or an error reported in-stream
@@ -400,8 +318,8 @@ struct HttpServer::Impl {
       service.Cancel(handle);  // the client left mid-stream: free its slot and KV
       throw;
     }
-    const std::string done = "data: [DONE]\n\n";
-    co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(done)), net::use_awaitable);
+    co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(kStreamDone.data(), kStreamDone.size())),
+                              net::use_awaitable);
     co_await net::async_write(stream.socket(), http::make_chunk_last(), net::use_awaitable);
   }
 };

@@ -1,4 +1,5 @@
-// The OpenAI-compatible request surface the gateway will serve: parsing and
+// The OpenAI wire format, request side (the answer side: openai_encode.h
+// writes answers and stream events, openai_decode.h reads them): parsing and
 // validating /v1/chat/completions and /v1/completions bodies, the session id
 // (X-Session-Id header, or the body's session_id / metadata.session_id,
 // scoped by API key so tenants cannot address each other's sessions), and
@@ -26,6 +27,16 @@ struct ApiError {
   // The error an upstream server answered: its status and body (an
   // OpenAI-style body, or anything else, kept as the message).
   static ApiError FromResponse(int status, std::string_view body);
+};
+
+struct Usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t cached_tokens = 0;
+  // Where the reused prompt KV came from ("device", "host", "recompute");
+  // reported to the gateway as a Talaria extension of the final chunk.
+  std::string kv_source;
+  std::string instance;  // which instance served the call
 };
 
 struct ChatMessage {

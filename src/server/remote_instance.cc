@@ -7,9 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <algorithm>
-#include <charconv>
 #include <chrono>
-#include <initializer_list>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +16,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "server/openai_decode.h"
+#include "server/openai_encode.h"
 #include "server/telemetry_json.h"
 
 namespace talaria {
@@ -61,109 +61,6 @@ Request MakeRequest(http::verb verb, const std::string& target, const std::strin
   req.prepare_payload();
   return req;
 }
-
-// The instance's /v1/completions body: the prompt as token ids.
-std::string CallBody(const LinkCall& c) {
-  std::string out = "{\"model\":" + json(c.model).dump() + ",\"prompt\":[";
-  out.reserve(out.size() + 8 * c.prompt.size() + 96 + c.session_id.size());
-  char digits[16];
-  for (std::size_t i = 0; i < c.prompt.size(); ++i) {
-    if (i > 0) out += ',';
-    const auto r = std::to_chars(digits, digits + sizeof digits, c.prompt[i]);
-    out.append(digits, r.ptr);
-  }
-  out += "],\"max_tokens\":" + std::to_string(c.max_tokens) + ",\"stream\":" + (c.stream ? "true" : "false");
-  if (!c.session_id.empty()) out += ",\"session_id\":" + json(c.session_id).dump();
-  out += '}';
-  return out;
-}
-
-// Splits a server-sent event stream into the data of each event.
-class SseDecoder {
- public:
-  template <typename F>
-  void Feed(const char* data, std::size_t n, F&& on_data) {
-    pending_.append(data, n);
-    std::size_t start = 0;
-    for (std::size_t end; (end = pending_.find("\n\n", start)) != std::string::npos; start = end + 2) {
-      const std::string_view event(pending_.data() + start, end - start);
-      if (event.rfind("data: ", 0) == 0) on_data(event.substr(6));
-    }
-    pending_.erase(0, start);
-  }
-
- private:
-  std::string pending_;
-};
-
-// Reads what the gateway needs from one completion event or answer (the
-// text, finish reason, usage and the Talaria extension) as the parser goes,
-// without building a JSON tree: this runs for every event of every call.
-class EventReader final : public nlohmann::json_sax<json> {
- public:
-  bool object = false;  // the top level is an object
-  bool error = false;   // it has a top-level "error"
-  bool has_usage = false;
-  std::string text;
-  std::string finish_reason;
-  Usage usage;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t v) override { return Integer(v); }
-  bool number_unsigned(number_unsigned_t v) override { return Integer(static_cast<std::int64_t>(v)); }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool string(string_t& v) override {
-    if (At({"choices", "[]", "text"}) || At({"choices", "[]", "message", "content"}) ||
-        At({"choices", "[]", "delta", "content"})) {
-      text = std::move(v);
-    } else if (At({"choices", "[]", "finish_reason"})) {
-      finish_reason = std::move(v);
-    } else if (At({"talaria", "kv_source"})) {
-      usage.kv_source = std::move(v);
-    } else if (At({"talaria", "instance"})) {
-      usage.instance = std::move(v);
-    }
-    return true;
-  }
-  bool start_object(std::size_t) override {
-    if (path_.empty()) object = true;
-    path_.emplace_back();
-    return true;
-  }
-  bool key(string_t& k) override {
-    path_.back() = std::move(k);
-    if (path_.size() == 1 && path_[0] == "error") error = true;
-    if (path_.size() == 1 && path_[0] == "usage") has_usage = true;
-    return true;
-  }
-  bool end_object() override {
-    path_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    path_.emplace_back("[]");
-    return true;
-  }
-  bool end_array() override {
-    path_.pop_back();
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
-
- private:
-  bool At(std::initializer_list<std::string_view> want) const {
-    return path_.size() == want.size() && std::equal(want.begin(), want.end(), path_.begin());
-  }
-  bool Integer(std::int64_t v) {
-    if (At({"usage", "prompt_tokens"})) usage.prompt_tokens = v;
-    else if (At({"usage", "completion_tokens"})) usage.completion_tokens = v;
-    else if (At({"usage", "prompt_tokens_details", "cached_tokens"})) usage.cached_tokens = v;
-    return true;
-  }
-  std::vector<std::string> path_;  // object keys and "[]" for arrays, outermost first
-};
 
 // What the events of one call's stream said.
 struct StreamState {
@@ -261,8 +158,8 @@ struct RemoteInstanceLink::Impl {
 
   void HandleEvent(std::string_view data, RemoteCall& rc, StreamState& st) {
     if (data == "[DONE]") return;
-    EventReader event;
-    if (!json::sax_parse(data, &event) || !event.object) {
+    CompletionEvent event;
+    if (!ReadCompletionEvent(data, event)) {
       st.error = UnreachableError(name, "it sent an event that is not a JSON object");
       return;
     }
@@ -280,7 +177,7 @@ struct RemoteInstanceLink::Impl {
 
   net::awaitable<void> RunCall(std::shared_ptr<RemoteCall> rc) {
     const Request req = MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
-                                    CallBody(*rc->call));
+                                    TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, rc->call->stream, rc->call->session_id));
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     std::string error;

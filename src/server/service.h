@@ -16,16 +16,6 @@
 
 namespace talaria {
 
-struct Usage {
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-  std::int64_t cached_tokens = 0;
-  // Where the reused prompt KV came from ("device", "host", "recompute");
-  // reported to the gateway as a Talaria extension of the final chunk.
-  std::string kv_source;
-  std::string instance;  // which instance served the call
-};
-
 // Receives one call's output. Exactly one of OnDone / OnError ends a call.
 // Methods may run on any thread and must not block.
 class CompletionSink {

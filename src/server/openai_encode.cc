@@ -1,0 +1,129 @@
+#include "server/openai_encode.h"
+
+#include <charconv>
+#include <cstdio>
+
+namespace talaria {
+namespace {
+
+// Appends ,"usage":{...},"talaria":{...}: token counts, and the Talaria
+// extension (where the call ran and where its prefix KV came from; the
+// gateway's completion hook reads it).
+void AppendUsage(std::string& out, const Usage& u) {
+  out += ",\"usage\":{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
+         ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
+         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) +
+         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
+  out += ",\"talaria\":{\"kv_source\":";
+  AppendQuoted(out, u.kv_source);
+  out += ",\"instance\":";
+  AppendQuoted(out, u.instance);
+  out += '}';
+}
+
+// {"id":..,"object":..,"created":..,"model":..  (left open for the choices)
+void AppendHead(std::string& out, const AnswerHead& head, const char* object) {
+  out += "{\"id\":";
+  AppendQuoted(out, head.id);
+  out += ",\"object\":\"";
+  out += object;
+  out += "\",\"created\":" + std::to_string(head.created) + ",\"model\":";
+  AppendQuoted(out, head.model);
+}
+
+}  // namespace
+
+void AppendQuoted(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char esc[8];
+          std::snprintf(esc, sizeof esc, "\\u%04x", c);
+          out += esc;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+std::string CompletionBody(const AnswerHead& head, std::string_view text, std::string_view finish_reason,
+                           const Usage& usage) {
+  std::string body;
+  body.reserve(320 + text.size());
+  AppendHead(body, head, head.chat ? "chat.completion" : "text_completion");
+  body += head.chat ? ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+                    : ",\"choices\":[{\"index\":0,\"text\":";
+  AppendQuoted(body, text);
+  body += head.chat ? "},\"finish_reason\":" : ",\"finish_reason\":";
+  AppendQuoted(body, finish_reason);
+  body += "}]";
+  AppendUsage(body, usage);
+  body += '}';
+  return body;
+}
+
+std::string StreamDelta(const AnswerHead& head, std::string_view text, bool first_delta) {
+  std::string out = "data: ";
+  out.reserve(256 + text.size());
+  AppendHead(out, head, head.chat ? "chat.completion.chunk" : "text_completion");
+  if (head.chat) {
+    out += first_delta ? ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":"
+                       : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":";
+    AppendQuoted(out, text);
+    out += "},\"finish_reason\":null}]}";
+  } else {
+    out += ",\"choices\":[{\"index\":0,\"text\":";
+    AppendQuoted(out, text);
+    out += ",\"finish_reason\":null}]}";
+  }
+  out += "\n\n";
+  return out;
+}
+
+std::string StreamFinal(const AnswerHead& head, std::string_view finish_reason, const Usage& usage) {
+  std::string out = "data: ";
+  out.reserve(384);
+  AppendHead(out, head, head.chat ? "chat.completion.chunk" : "text_completion");
+  out += head.chat ? ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
+                   : ",\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":";
+  AppendQuoted(out, finish_reason);
+  out += "}]";
+  AppendUsage(out, usage);
+  out += "}\n\n";
+  return out;
+}
+
+std::string StreamError(const ApiError& error) { return "data: " + error.Body().dump() + "\n\n"; }
+
+std::string TokenCompletionBody(std::string_view model, std::span<const std::int32_t> prompt, std::int64_t max_tokens,
+                                bool stream, std::string_view session_id) {
+  std::string out = "{\"model\":";
+  out.reserve(96 + model.size() + 8 * prompt.size() + session_id.size());
+  AppendQuoted(out, model);
+  out += ",\"prompt\":[";
+  char digits[16];
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (i > 0) out += ',';
+    const auto r = std::to_chars(digits, digits + sizeof digits, prompt[i]);
+    out.append(digits, r.ptr);
+  }
+  out += "],\"max_tokens\":" + std::to_string(max_tokens) + ",\"stream\":" + (stream ? "true" : "false");
+  if (!session_id.empty()) {
+    out += ",\"session_id\":";
+    AppendQuoted(out, session_id);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace talaria

@@ -1,0 +1,95 @@
+// The OpenAI wire module round trip: what the HTTP front writes
+// (openai_encode.h) is what the gateway's instance link and the HTTP replay
+// read back (openai_decode.h), and a token-id request body parses as sent.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "server/openai_api.h"
+#include "server/openai_decode.h"
+#include "server/openai_encode.h"
+
+namespace talaria {
+namespace {
+
+AnswerHead Head(bool chat) {
+  AnswerHead h;
+  h.chat = chat;
+  h.id = "cmpl-7";
+  h.created = 1700000000;
+  h.model = "m";
+  return h;
+}
+
+Usage SomeUsage() {
+  Usage u;
+  u.prompt_tokens = 12;
+  u.completion_tokens = 3;
+  u.cached_tokens = 8;
+  u.kv_source = "host";
+  u.instance = "worker-1";
+  return u;
+}
+
+TEST(OpenAiWireTest, AnAnswerReadsBackWithItsTextUsageAndExtension) {
+  for (bool chat : {true, false}) {
+    const std::string body = CompletionBody(Head(chat), "a \"quoted\"\nline", "length", SomeUsage());
+    CompletionEvent e;
+    ASSERT_TRUE(ReadCompletionEvent(body, e)) << body;
+    EXPECT_FALSE(e.error);
+    EXPECT_EQ(e.text, "a \"quoted\"\nline");
+    EXPECT_EQ(e.finish_reason, "length");
+    ASSERT_TRUE(e.has_usage);
+    EXPECT_EQ(e.usage.prompt_tokens, 12);
+    EXPECT_EQ(e.usage.completion_tokens, 3);
+    EXPECT_EQ(e.usage.cached_tokens, 8);
+    EXPECT_EQ(e.usage.kv_source, "host");
+    EXPECT_EQ(e.usage.instance, "worker-1");
+  }
+}
+
+TEST(OpenAiWireTest, AStreamSplitAnywhereDecodesToItsEventsInOrder) {
+  const AnswerHead head = Head(true);
+  ApiError err;
+  err.status = 503;
+  err.message = "gone";
+  const std::string stream = StreamDelta(head, "he", true) + StreamDelta(head, "llo", false) +
+                             StreamFinal(head, "stop", SomeUsage()) + StreamError(err) + std::string(kStreamDone);
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, stream.size()}) {
+    SseDecoder sse;
+    std::vector<std::string> seen;
+    for (std::size_t at = 0; at < stream.size(); at += piece) {
+      sse.Feed(stream.data() + at, std::min(piece, stream.size() - at), [&](std::string_view data) {
+        if (data == "[DONE]") return seen.push_back("[DONE]");
+        CompletionEvent e;
+        ASSERT_TRUE(ReadCompletionEvent(data, e)) << data;
+        seen.push_back(e.error ? "error" : e.has_usage ? "final:" + e.finish_reason : "delta:" + e.text);
+      });
+    }
+    EXPECT_EQ(seen, (std::vector<std::string>{"delta:he", "delta:llo", "final:stop", "error", "[DONE]"}))
+        << "fed " << piece << " bytes at a time";
+  }
+}
+
+TEST(OpenAiWireTest, NotAJsonObjectIsRefused) {
+  CompletionEvent e;
+  EXPECT_FALSE(ReadCompletionEvent("[1,2]", e));
+  EXPECT_FALSE(ReadCompletionEvent("{\"choices\":", e));
+}
+
+TEST(OpenAiWireTest, ATokenIdRequestBodyParsesAsSent) {
+  const std::vector<std::int32_t> prompt{3, 70, 259};
+  const std::string body = TokenCompletionBody("m", prompt, 16, /*stream=*/true, "s\"1");
+  const auto parsed = ParseCompletion(body, "");
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
+  const auto& r = std::get<CompletionRequest>(parsed);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_ids, prompt);
+  EXPECT_EQ(r.max_tokens, 16);
+  EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.session_id, "s\"1");
+}
+
+}  // namespace
+}  // namespace talaria
