@@ -225,46 +225,89 @@ struct HttpServer::Impl {
     co_await http::async_write(stream, res, net::use_awaitable);
   }
 
+  // One endpoint: its method, path (or path prefix), whether it needs an
+  // API key when keys are configured, its metrics label, and its handler.
+  using Handler = net::awaitable<void> (Impl::*)(beast::tcp_stream&, const Request&, const std::string& path,
+                                                 const std::string& key);
+  struct Route {
+    http::verb method;
+    std::string_view path;
+    bool prefix;  // `path` is a prefix (the admin endpoints)
+    bool needs_key;
+    std::string_view label;  // bounded label values for the requests metric
+    Handler handler;
+  };
+  static const std::vector<Route>& Routes() {
+    static const std::vector<Route> routes = {
+        {http::verb::get, "/health", false, false, "/health", &Impl::Health},
+        {http::verb::get, "/metrics", false, false, "/metrics", &Impl::Metrics},
+        {http::verb::get, "/v1/models", false, true, "/v1/models", &Impl::Models},
+        {http::verb::get, "/v1/telemetry", false, true, "/v1/telemetry", &Impl::Telemetry},
+        {http::verb::post, "/v1/chat/completions", false, true, "/v1/chat/completions", &Impl::Completion},
+        {http::verb::post, "/v1/completions", false, true, "/v1/completions", &Impl::Completion},
+        {http::verb::post, "/admin/models/", true, true, "/admin", &Impl::Admin},
+    };
+    return routes;
+  }
+
   net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
     const std::string target(req.target());
     const std::string path = target.substr(0, target.find('?'));
-    std::string admin_model, admin_action;
-    const bool admin = ParseAdminPath(path, admin_model, admin_action);
-    const bool known = path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/v1/telemetry" ||
-                       path == "/v1/chat/completions" || path == "/v1/completions";
-    const std::string label = known ? path : admin ? "/admin" : "other";  // bounded label values
-    if (req.method() == http::verb::get && path == "/health") {
-      co_return co_await Write(stream, HealthResponse(req), label);
+    const Route* route = nullptr;
+    for (const Route& r : Routes()) {
+      if (r.prefix ? path.rfind(r.path, 0) == 0 : path == r.path) {
+        route = &r;
+        break;
+      }
     }
-    if (req.method() == http::verb::get && path == "/metrics") {
-      co_return co_await Write(stream, MetricsResponse(req, service.metrics().Render()), label);
-    }
-    const bool chat = path == "/v1/chat/completions";
-    if (!admin && path != "/v1/models" && path != "/v1/telemetry" && !chat && path != "/v1/completions") {
-      co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), label);
-    }
+    if (route == nullptr) co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), "other");
+    const std::string label(route->label);
     // Client endpoints need a key when keys are configured.
     std::string key;
     if (auto auth = req.find(http::field::authorization); auth != req.end()) {
       const std::string value(auth->value());
       if (value.rfind("Bearer ", 0) == 0) key = value.substr(7);
     }
-    if (service.RequiresApiKey() && !service.ApiKeyAccepted(key)) {
+    if (route->needs_key && service.RequiresApiKey() && !service.ApiKeyAccepted(key)) {
       co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
     }
-    if (path == "/v1/telemetry") {
-      if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);
-      co_return co_await Write(stream, JsonResponse(req, http::status::ok, service.Telemetry()), label);
+    if (req.method() != route->method) {
+      co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed(route->method == http::verb::get ? "GET" : "POST")),
+                               label);
     }
-    if (admin) {
-      if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")), label);
-      co_return co_await Write(stream, AdminResponse(req, service.Admin(admin_model, admin_action)), label);
-    }
-    if (path == "/v1/models") {
-      if (req.method() != http::verb::get) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("GET")), label);
-      co_return co_await Write(stream, ModelsResponse(req, service.Models()), label);
-    }
-    if (req.method() != http::verb::post) co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed("POST")), label);
+    co_await (this->*route->handler)(stream, req, path, key);
+  }
+
+  net::awaitable<void> Health(beast::tcp_stream& stream, const Request& req, const std::string&, const std::string&) {
+    co_await Write(stream, HealthResponse(req), "/health");
+  }
+
+  net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const std::string&, const std::string&) {
+    co_await Write(stream, MetricsResponse(req, service.metrics().Render()), "/metrics");
+  }
+
+  net::awaitable<void> Models(beast::tcp_stream& stream, const Request& req, const std::string&, const std::string&) {
+    co_await Write(stream, ModelsResponse(req, service.Models()), "/v1/models");
+  }
+
+  net::awaitable<void> Telemetry(beast::tcp_stream& stream, const Request& req, const std::string&,
+                                 const std::string&) {
+    co_await Write(stream, JsonResponse(req, http::status::ok, service.Telemetry()), "/v1/telemetry");
+  }
+
+  net::awaitable<void> Admin(beast::tcp_stream& stream, const Request& req, const std::string& path,
+                             const std::string&) {
+    std::string model, action;
+    if (!ParseAdminPath(path, model, action)) co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), "/admin");
+    co_await Write(stream, AdminResponse(req, service.Admin(model, action)), "/admin");
+  }
+
+  // POST /v1/chat/completions and /v1/completions: one call, answered at
+  // once or streamed as server-sent events.
+  net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const std::string& path,
+                                  const std::string& key) {
+    const bool chat = path == "/v1/chat/completions";
+    const std::string label = path;
     std::string session_header;
     if (auto it = req.find("X-Session-Id"); it != req.end()) session_header = std::string(it->value());
     auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
