@@ -1,23 +1,9 @@
 #include "engine/sim_engine.h"
 
 #include "core/error.h"
+#include "profile/step_cost.h"
 
 namespace talaria {
-
-double SimEngine::PrefillSeconds(const ModelProfile& m, std::span<const PrefillItem> items) {
-  double s = 0;
-  for (const auto& it : items) {
-    if (it.restore_tokens > 0) s += m.KvRestoreSeconds(it.restore_tokens);
-    if (it.new_tokens > 0) s += m.PrefillSeconds(it.new_tokens, it.cached_tokens);
-  }
-  return s;
-}
-
-double SimEngine::DecodeSeconds(const ModelProfile& m, std::int32_t batch,
-                                std::int64_t mean_context_tokens, std::int32_t iterations) {
-  // Contexts grow by one token per iteration: charge the mid-point.
-  return iterations * m.DecodeStepSeconds(batch, mean_context_tokens + iterations / 2);
-}
 
 SwitchTiming SimEngine::SwitchTimes(const SwitchStep& step, double recapture_s) {
   TALARIA_CHECK(step.to != nullptr, "switch without a target model");
@@ -32,11 +18,11 @@ SwitchTiming SimEngine::SwitchTimes(const SwitchStep& step, double recapture_s) 
 }
 
 Duration SimEngine::Prefill(const PrefillStep& step) {
-  return FromSeconds(PrefillSeconds(*step.model, step.items));
+  return FromSeconds(step_cost::PrefillBatch(*step.model, step.items));
 }
 
 Duration SimEngine::Decode(const DecodeStep& step) {
-  return FromSeconds(DecodeSeconds(*step.model, step.batch, step.mean_context_tokens, step.iterations));
+  return FromSeconds(step_cost::Decode(*step.model, step.batch, step.mean_context_tokens, step.iterations));
 }
 
 SwitchTiming SimEngine::Switch(const SwitchStep& step) {

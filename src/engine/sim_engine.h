@@ -1,7 +1,8 @@
 // SimEngine: a model of a GPU, not a GPU. It executes nothing; every step's
-// duration is computed from the model profile (measured-point tables,
-// interpolated): prefill by new and cached tokens, HKVR restores at the
-// profile's H2D rate, decode by batch and context, and switch phases from the
+// duration is the step-cost model's (profile/step_cost.h, the one the
+// scheduler and the router predict with) over the model profile
+// (measured-point tables, interpolated): prefill by new and cached tokens,
+// HKVR restores at the profile's H2D rate, decode by batch and context, and switch phases from the
 // profile's per-path fixed phases plus weight bytes over the D2D and H2D
 // rates of the gather plan. The same step always takes the same time, so
 // simulated runs are exactly reproducible.
@@ -27,10 +28,7 @@ class SimEngine final : public Engine {
   Duration Decode(const DecodeStep& step) override;
   SwitchTiming Switch(const SwitchStep& step) override;
 
-  // The same formulas, for schedulers that predict before they ask.
-  static double PrefillSeconds(const ModelProfile& m, std::span<const PrefillItem> items);
-  static double DecodeSeconds(const ModelProfile& m, std::int32_t batch,
-                              std::int64_t mean_context_tokens, std::int32_t iterations);
+  // A switch's phases from its gather plan and the profile's fixed phases.
   static SwitchTiming SwitchTimes(const SwitchStep& step, double recapture_s);
 
  private:

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
-#include "engine/sim_engine.h"
+#include "profile/step_cost.h"
 
 namespace talaria {
 
@@ -136,8 +136,7 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   r->model = index;
   r->arrived = now;
   Model& m = *models_[static_cast<std::size_t>(index)];
-  r->queued_prefill = FromSeconds(m.profile->PrefillSeconds(r->call.prompt_tokens - r->call.prefix_tokens,
-                                                            r->call.prefix_tokens));
+  r->queued_prefill = FromSeconds(step_cost::CallPrefill(*m.profile, r->call.prompt_tokens, r->call.prefix_tokens));
   m.queued_prefill += r->queued_prefill;
   m.tokens_left += r->call.output_tokens;
   m.queue.push_back(r.get());
@@ -298,7 +297,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       round_.active_s += took;
       counters_.prefill_s += took;
       Model& m = Active();
-      if (const double predicted = SimEngine::PrefillSeconds(*m.profile, step_.prefill.items); predicted > 0) {
+      if (const double predicted = step_cost::PrefillBatch(*m.profile, step_.prefill.items); predicted > 0) {
         m.prefill_scale = 0.8 * m.prefill_scale + 0.2 * (took / predicted);
       }
       for (Request* r : batch_) {
@@ -329,7 +328,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       counters_.decode_s += took;
       decode_iterations_ += step_.decode.iterations;
       Model& m = Active();
-      if (const double predicted = SimEngine::DecodeSeconds(*m.profile, step_.decode.batch,
+      if (const double predicted = step_cost::Decode(*m.profile, step_.decode.batch,
                                                             step_.decode.mean_context_tokens,
                                                             step_.decode.iterations);
           predicted > 0) {

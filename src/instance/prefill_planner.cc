@@ -4,7 +4,7 @@
 #include "instance/instance_parts.h"
 
 #include "core/error.h"
-#include "engine/sim_engine.h"
+#include "profile/step_cost.h"
 #include "instance/prefill_admission.h"
 
 namespace talaria {
@@ -149,7 +149,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
       if (!Admit(*r, now, item)) break;
       batch_.push_back(r);
       items_.push_back(item);
-      predicted += SimEngine::PrefillSeconds(*m.profile, std::span(&item, 1));
+      predicted += step_cost::PrefillBatch(*m.profile, std::span(&item, 1));
     }
   }
   PrefillAdmission::Limits limits;
@@ -181,7 +181,7 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
       const std::int64_t restore = static_cast<std::int64_t>(u.host) * config_.block_tokens;
       const std::int64_t cached = std::min(std::max(hit, restore), r.call.prompt_tokens - 1);
       guess = PrefillItem{r.call.prompt_tokens - cached, cached, hit > 0 ? 0 : cached, {}};
-      cost = SimEngine::PrefillSeconds(*m.profile, std::span(&guess, 1));
+      cost = step_cost::PrefillBatch(*m.profile, std::span(&guess, 1));
       v = admission.Fit(cost, guess.new_tokens);
     }
     if (v == Verdict::kSkip || v == Verdict::kDefer) {

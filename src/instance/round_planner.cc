@@ -4,7 +4,6 @@
 #include "instance/instance_parts.h"
 
 #include "core/error.h"
-#include "engine/sim_engine.h"
 
 namespace talaria {
 

@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "core/units.h"
-#include "engine/sim_engine.h"
 
 namespace talaria {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "profile/step_cost.h"
+
 namespace talaria {
 
 const CostRanking::ProfileTerms& CostRanking::TermsFor(const ModelProfile* p, const RouteRequest& r,
@@ -12,9 +14,9 @@ const CostRanking::ProfileTerms& CostRanking::TermsFor(const ModelProfile* p, co
   }
   ProfileTerms t;
   t.profile = p;
-  t.extend_s = p->PrefillSeconds(r.prompt_tokens - r.prefix_tokens, r.prefix_tokens);
-  t.recompute_s = r.prefix_tokens > 0 ? p->PrefillSeconds(r.prefix_tokens) : 0.0;
-  t.decode_s = output_tokens * p->DecodeStepSeconds(1, r.prompt_tokens);
+  t.extend_s = step_cost::CallPrefill(*p, r.prompt_tokens, r.prefix_tokens);
+  t.recompute_s = step_cost::Recompute(*p, r.prefix_tokens);
+  t.decode_s = step_cost::CallDecode(*p, r.prompt_tokens, output_tokens);
   t.kv_bytes = (static_cast<double>(r.prompt_tokens) + output_tokens) * static_cast<double>(p->KvBytesPerTokenPerRank());
   terms_.push_back(t);
   return terms_.back();
@@ -78,8 +80,8 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
       const KvState state = CachedState(ctx.view, i, &entry, ctx.model, tokens);
       if (state != KvState::kMissing) {
         const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
-        own = p->PrefillSeconds(r.prompt_tokens - reuse, reuse) * c.prefill_scale + terms->decode_s * c.decode_scale;
-        c_kv = state == KvState::kHost ? p->KvRestoreSeconds(reuse) : 0.0;
+        own = step_cost::CallPrefill(*p, r.prompt_tokens, reuse) * c.prefill_scale + terms->decode_s * c.decode_scale;
+        c_kv = state == KvState::kHost ? step_cost::Restore(*p, reuse) : 0.0;
         if (c.active && c.session_prefill) wait = 0;  // enters mid-slot
       }
     }

@@ -2,6 +2,7 @@
 
 #include "router/baselines.h"
 #include "router/full_router_policy.h"
+#include "profile/step_cost.h"
 
 namespace talaria {
 
@@ -19,8 +20,7 @@ std::unique_ptr<PlacementPolicy> MakePlacementPolicy(RouterPolicy policy, LeaseB
 double OwnWork(const PlacementContext& ctx, std::int32_t i, std::int64_t cached) {
   const ModelProfile* p = ctx.view.ProfileOf(i, ctx.model);
   if (p == nullptr) return 0.0;
-  return p->PrefillSeconds(ctx.request.prompt_tokens - cached, cached) +
-         ctx.output_tokens * p->DecodeStepSeconds(1, ctx.request.prompt_tokens);
+  return step_cost::CallWork(*p, ctx.request.prompt_tokens, cached, ctx.output_tokens);
 }
 
 }  // namespace talaria
