@@ -10,6 +10,13 @@
 
 namespace talaria {
 
+// One step of an exponentially weighted moving average: the newest sample
+// moves `average` by `newest_weight` of the way to it, so a change is
+// followed within about 1 / newest_weight samples.
+inline double EwmaStep(double average, double sample, double newest_weight) {
+  return (1 - newest_weight) * average + newest_weight * sample;
+}
+
 // 1-based nearest rank of p_q among n observations. REQUIRES: n > 0, 0 <= q <= 100.
 std::size_t NearestRankIndex(std::size_t n, double q);
 

@@ -20,7 +20,7 @@ CallRequest TraceSessionContext::Request(const TraceCall& c, std::int64_t id) co
   CallRequest r;
   r.id = id;
   r.session_id = c.session_id;
-  r.call_index = c.call_index;
+  r.continuation = c.call_index > 0;
   r.model = c.model;
   r.prompt_tokens = c.prompt_tokens;
   r.prefix_tokens = c.prefix_tokens;
@@ -73,7 +73,7 @@ CallRequest PromptRequest(std::int64_t id, std::string session, std::string mode
   CallRequest r;
   r.id = id;
   r.session_id = std::move(session);
-  r.call_index = match.continuation ? 1 : 0;
+  r.continuation = match.continuation;
   r.model = std::move(model);
   r.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   r.prefix_tokens = match.prefix_tokens;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "profile/step_cost.h"
 
@@ -31,6 +32,13 @@ const char* ToString(AdmitPath p) {
 }
 
 namespace {
+
+// The advertised switch cost into a model follows its measured switches,
+// the newest moving it 30% of the way (about three switches to follow a
+// change of path); the prefill and decode scales (measured over predicted
+// step time) follow steps 20% of the way, a round or two of steps.
+constexpr double kSwitchEstimateWeight = 0.3;
+constexpr double kStepScaleWeight = 0.2;
 
 HbmLayout::Options LayoutOptions(const InstanceConfig& c, double hbm_gib) {
   HbmLayout::Options o;
@@ -97,6 +105,7 @@ Instance::Instance(InstanceConfig config, const ProfileSet& profiles)
     models_.push_back(std::move(m));
   }
 }
+
 Instance::~Instance() = default;
 InstanceCounters& InstanceCounters::operator+=(const InstanceCounters& o) {
   sp_admitted += o.sp_admitted;
@@ -117,16 +126,20 @@ InstanceCounters& InstanceCounters::operator+=(const InstanceCounters& o) {
   decode_s += o.decode_s;
   return *this;
 }
+
 bool Instance::Hosts(const std::string& model) const { return ModelIndex(model) >= 0; }
+
 std::int32_t Instance::ModelIndex(const std::string& name) const {
   for (std::size_t i = 0; i < models_.size(); ++i) {
     if (models_[i]->name == name) return static_cast<std::int32_t>(i);
   }
   return -1;
 }
+
 std::int64_t Instance::hbm_cap_bytes() const {
   return models_.front()->profile->HbmBytesPerRank();
 }
+
 void Instance::Enqueue(CallRequest call, TimePoint now) {
   const std::int32_t index = ModelIndex(call.model);
   TALARIA_CHECK(index >= 0, "call for a model this instance does not host");
@@ -142,6 +155,7 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   m.queue.push_back(r.get());
   requests_.emplace(id, std::move(r));
 }
+
 const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
   TALARIA_CHECK(!in_flight_, "Plan while a step is in flight");
   hkvr_.CompleteCopies(now);
@@ -193,6 +207,7 @@ const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
   if (in_flight_) holding_ = false;
   return step_;
 }
+
 bool Instance::Cancel(std::int64_t call_id) {
   TALARIA_CHECK(!in_flight_, "Cancel while a step is in flight");
   auto it = requests_.find(call_id);
@@ -207,7 +222,7 @@ bool Instance::Cancel(std::int64_t call_id) {
   if (std::erase(m.running, &r) > 0) m.tokens_left -= r.call.output_tokens - r.generated;
   if (!r.blocks.empty()) pool_.Free(r.blocks);  // includes the session's reused device blocks
   if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, r.prompt_chain(config_.block_tokens), r.pinned_host_blocks);
-  if (Session* s = SessionOf(r); s != nullptr && s->busy) {
+  if (Session* s = FindSession(r); s != nullptr && s->busy) {
     s->busy = false;
     s->blocks.clear();
     TrackDevice(*s);
@@ -218,9 +233,10 @@ bool Instance::Cancel(std::int64_t call_id) {
   requests_.erase(it);
   return true;
 }
+
 void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   Model& m = *models_[static_cast<std::size_t>(r.model)];
-  Session& s = SessionFor(r);
+  Session& s = AddSession(r);
   --s.requests;  // the request ends here
   // The new context extends a prefix of the previous one: copy only what differs.
   const auto keep = static_cast<std::size_t>(CommonBlocks(s.chain, r.call.chain));
@@ -265,6 +281,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   events.OnFinished(rec);
   requests_.erase(id);
 }
+
 void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents& events) {
   TALARIA_CHECK(in_flight_, "Commit without a planned step");
   in_flight_ = false;
@@ -288,7 +305,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       rec.opened = step_.switch_step.full_open_s > 0;
       events.OnSwitch(rec);
       round_.switch_s += took;
-      to.switch_in_estimate_s = 0.7 * to.switch_in_estimate_s + 0.3 * took;  // EWMA
+      to.switch_in_estimate_s = EwmaStep(to.switch_in_estimate_s, took, kSwitchEstimateWeight);
       StartStagingAfter(end);
       break;
     }
@@ -298,7 +315,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       counters_.prefill_s += took;
       Model& m = Active();
       if (const double predicted = step_cost::PrefillBatch(*m.profile, step_.prefill.items); predicted > 0) {
-        m.prefill_scale = 0.8 * m.prefill_scale + 0.2 * (took / predicted);
+        m.prefill_scale = EwmaStep(m.prefill_scale, took / predicted, kStepScaleWeight);
       }
       for (Request* r : batch_) {
         if (r->pinned_host_blocks > 0) {
@@ -332,7 +349,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
                                                             step_.decode.mean_context_tokens,
                                                             step_.decode.iterations);
           predicted > 0) {
-        m.decode_scale = 0.8 * m.decode_scale + 0.2 * (took / predicted);
+        m.decode_scale = EwmaStep(m.decode_scale, took / predicted, kStepScaleWeight);
       }
       // Every decoding call advances (none past its last token); those done
       // finish in their admission order, as the batch runs.
@@ -358,6 +375,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
   for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
   closed_rounds_.clear();
 }
+
 std::string Instance::Describe() const {
   std::string out = config_.name + ": active=" +
                     (active_ >= 0 ? models_[static_cast<std::size_t>(active_)]->name : "-") +
@@ -368,7 +386,7 @@ std::string Instance::Describe() const {
     out += "; " + m->name + ": queued " + std::to_string(m->queue.size()) + ", running " +
            std::to_string(m->running.size());
     for (const Request* r : m->queue) {
-      out += " [" + r->call.session_id + "#" + std::to_string(r->call.call_index) + " prompt " +
+      out += " [" + r->call.session_id + (r->call.continuation ? " (continuation)" : "") + " prompt " +
              std::to_string(r->call.prompt_tokens) + " out " + std::to_string(r->call.output_tokens) + "]";
     }
   }

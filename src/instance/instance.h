@@ -59,7 +59,9 @@ struct CallRequest {
   std::int64_t prompt_tokens = 0;
   std::int64_t prefix_tokens = 0;
   std::int64_t output_tokens = 0;
-  std::int32_t call_index = 0;
+  // A session's later call (it may reuse the session's KV); first calls of
+  // new sessions are admitted only at a P phase, never by session-prefill.
+  bool continuation = false;
   // The prefix is the whole previous context (needed to reuse a hybrid
   // model's recurrent state, which cannot be rolled back).
   bool full_reuse = false;
@@ -254,11 +256,12 @@ class Instance {
   struct Session;
 
   Model& Active() { return *models_[static_cast<std::size_t>(active_)]; }
-  Session& SessionFor(const std::string& id);
-  // A request's session: found once and remembered on the request (null if
-  // it has none yet), or created.
-  Session* SessionOf(const Request& r);
-  Session& SessionFor(const Request& r);
+  // A session's entry, added if absent.
+  Session& AddSession(const std::string& id);
+  // A request's session, looked up once and remembered on the request: null
+  // while the session has no entry (FindSession), or added (AddSession).
+  Session* FindSession(const Request& r);
+  Session& AddSession(const Request& r);
   void MarkDirty(Session& s);
   // Keeps device_sessions_ in step with whether `s` holds device blocks;
   // called after each change of its blocks.

@@ -18,11 +18,13 @@ bool Instance::DeviceReusable(const Request& r) const {
   const Model& m = *models_[static_cast<std::size_t>(r.model)];
   return m.profile->family != AttentionFamily::kHybrid || r.call.full_reuse;
 }
+
 bool Instance::HostRestorable(const Request& r) const {
   const Model& m = *models_[static_cast<std::size_t>(r.model)];
   return m.profile->family != AttentionFamily::kHybrid ||
          (r.call.full_reuse && r.call.prefix_tokens % config_.block_tokens == 0);
 }
+
 std::int32_t Instance::HostBlocks(const Request& r) {
   // Queued calls are re-examined at every decode boundary: probe the
   // registry again only when its published set changed.
@@ -33,27 +35,30 @@ std::int32_t Instance::HostBlocks(const Request& r) {
   }
   return r.host_probe_blocks;
 }
+
 Instance::Reuse Instance::FindReuse(const Request& r) {
   Reuse u;
   const auto chain = r.prompt_chain(config_.block_tokens);
-  if (const Session* s = SessionOf(r); s != nullptr && s->model == active_ && !s->blocks.empty() && !s->busy) {
+  if (const Session* s = FindSession(r); s != nullptr && s->model == active_ && !s->blocks.empty() && !s->busy) {
     const std::int32_t common =
         std::min<std::int32_t>(CommonBlocks(chain, s->chain), static_cast<std::int32_t>(s->blocks.size()));
     if (DeviceReusable(r)) u.device = common;
     else if (common > 0) ++u.skips;
   }
-  if (u.device == 0 && config_.ablation.hkvr && r.call.call_index > 0) {
+  if (u.device == 0 && config_.ablation.hkvr && r.call.continuation) {
     const std::int32_t found = HostBlocks(r);
     if (HostRestorable(r)) u.host = found;
     else if (found > 0) ++u.skips;
   }
   return u;
 }
+
 bool Instance::SpEligible(const Request& r) {
-  if (r.call.call_index == 0 || r.arrived <= slot_start_) return false;  // new sessions use P
+  if (!r.call.continuation || r.arrived <= slot_start_) return false;  // new sessions use P
   const Reuse u = FindReuse(r);
   return u.device > 0 || u.host > 0;
 }
+
 bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep) {
   while (!pool_.Allocate(n, out)) {
     // Evict the least recently used idle session's device KV (it stays
@@ -74,6 +79,7 @@ bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const S
   }
   return true;
 }
+
 bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   Model& m = Active();
   const std::int32_t bt = config_.block_tokens;
@@ -89,7 +95,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   }
   const Reuse u = FindReuse(r);
   counters_.restore_skips += u.skips;
-  Session& s = SessionFor(r);
+  Session& s = AddSession(r);
   const auto chain = r.prompt_chain(bt);
   const std::int32_t device = u.device;
   // Admission touches the restored blocks, so the registry's LRU sees the use.
@@ -125,6 +131,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   item = PrefillItem{r.call.prompt_tokens - cached, cached, host > 0 ? cached : 0, Seq(r)};
   return true;
 }
+
 bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   Model& m = Active();
   batch_.clear();

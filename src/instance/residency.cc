@@ -11,6 +11,7 @@ bool Instance::Resident(const std::string& model) const {
   const std::int32_t i = ModelIndex(model);
   return i >= 0 && models_[static_cast<std::size_t>(i)]->resident;
 }
+
 double Instance::OpenModel(Model& m, bool switching) {
   if (m.resident) return 0;
   m.resident = true;
@@ -43,6 +44,7 @@ double Instance::OpenModel(Model& m, bool switching) {
   }
   return m.full_open_s;
 }
+
 Instance::AdminResult Instance::AdminOpen(const std::string& model) {
   const std::int32_t i = ModelIndex(model);
   if (i < 0) return AdminResult::kUnknownModel;
@@ -51,6 +53,7 @@ Instance::AdminResult Instance::AdminOpen(const std::string& model) {
   OpenModel(m, /*switching=*/false);
   return AdminResult::kDone;
 }
+
 Instance::AdminResult Instance::AdminClose(const std::string& model) {
   const std::int32_t i = ModelIndex(model);
   if (i < 0) return AdminResult::kUnknownModel;
@@ -61,6 +64,7 @@ Instance::AdminResult Instance::AdminClose(const std::string& model) {
   ++counters_.model_closes;
   return AdminResult::kDone;
 }
+
 void Instance::Warmup(const std::string& model, TimePoint now) {
   TALARIA_CHECK(active_ < 0 && !in_flight_, "warm-up after serving started");
   active_ = ModelIndex(model);
@@ -70,12 +74,14 @@ void Instance::Warmup(const std::string& model, TimePoint now) {
   pool_.Format(layout_.kv(), Active().block_bytes);
   StartStagingAfter(now);
 }
+
 void Instance::StartStagingAfter(TimePoint now) {
   if (!config_.ablation.d2d_staging || models_.size() < 2) return;
   // Stage the model that follows in round order while this one serves.
   const Model& next = *models_[static_cast<std::size_t>((active_ + 1) % static_cast<std::int32_t>(models_.size()))];
   stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
 }
+
 void Instance::TrackHbm() {
   const std::int64_t used =
       layout_.weights().size() + pool_.used_bytes() + stager_.StagedBytes() + layout_.graph_pool().size() +

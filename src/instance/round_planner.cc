@@ -11,6 +11,7 @@ using instance_internal::IterationsCovering;
 using instance_internal::kNever;
 
 bool Instance::HasWork(const Model& m) const { return !m.queue.empty() || !m.running.empty(); }
+
 std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
   const auto n = static_cast<std::int32_t>(models_.size());
   for (std::int32_t k = 1; k <= n; ++k) {
@@ -19,6 +20,7 @@ std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
   }
   return -1;
 }
+
 void Instance::OpenSlot(TimePoint now) {
   Model& m = Active();
   if (!slot_round_counted_) BeginSlotRound(active_, now);
@@ -65,6 +67,7 @@ void Instance::OpenSlot(TimePoint now) {
     ++counters_.deadline_risk;
   }
 }
+
 void Instance::BeginSlotRound(std::int32_t model, TimePoint now) {
   // A round gives each model with work one slot: it ends when the
   // scheduler wraps around the model order.
@@ -84,6 +87,7 @@ void Instance::BeginSlotRound(std::int32_t model, TimePoint now) {
   ++round_.slots;
   slot_round_counted_ = true;
 }
+
 void Instance::Flush(InstanceEvents& events) {
   for (const RoundRecord& r : closed_rounds_) events.OnRound(r);
   closed_rounds_.clear();
@@ -93,6 +97,7 @@ void Instance::Flush(InstanceEvents& events) {
     events.OnRound(round_);
   }
 }
+
 TimePoint Instance::HoldUntil(TimePoint now) const {
   if (config_.pool != Pool::kCold || !config_.ablation.sp || config_.slot_hold_s <= 0) return kNever;
   const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
@@ -107,20 +112,25 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   }
   return kNever;
 }
+
 SeqRef Instance::Seq(const Request& r) const {
   return SeqRef{r.call.id, r.call.prompt_ids, r.blocks, r.call.output_tokens, config_.ablation.hkvr};
 }
+
 std::int64_t Instance::Generated(const Request& r) const {
   if (!r.decoding) return r.generated;
   const Model& m = *models_[static_cast<std::size_t>(r.model)];
   return std::min(r.base + m.decoded, r.call.output_tokens);
 }
+
 std::int64_t Instance::Context(const Request& r) const { return r.call.prompt_tokens + Generated(r); }
+
 void Instance::StartDecoding(Model& m, Request& r) {
   r.base = r.generated - m.decoded;
   m.decoding.push_back(Model::Decoding{r.base, r.call.prompt_tokens, r.call.output_tokens, &r});
   r.decoding = true;
 }
+
 void Instance::StopDecoding(Model& m, Request& r) {
   if (!r.decoding) return;
   r.generated = Generated(r);
@@ -130,6 +140,7 @@ void Instance::StopDecoding(Model& m, Request& r) {
   *it = m.decoding.back();  // (admission order is kept by Request::seq)
   m.decoding.pop_back();
 }
+
 bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   Model& m = Active();
   const auto [batch, context, min_left] = m.DecodingSums();
@@ -165,6 +176,7 @@ bool Instance::PlanDecode(TimePoint now, TimePoint horizon) {
   step_.decode = DecodeStep{m.profile, batch, mean_context, static_cast<std::int32_t>(iterations), decode_seqs_};
   return true;
 }
+
 bool Instance::ShortenDecode(TimePoint at) {
   if (!in_flight_ || step_.kind != Step::Kind::kDecode || step_.decode.iterations <= 1) return false;
   if (config_.pool == Pool::kCold && !config_.ablation.sp) return false;
@@ -175,6 +187,7 @@ bool Instance::ShortenDecode(TimePoint at) {
   step_.decode.iterations = static_cast<std::int32_t>(iterations);
   return true;
 }
+
 void Instance::SplitDecode(TimePoint first_end, std::int32_t first, InstanceEvents& events) {
   TALARIA_CHECK(in_flight_ && step_.kind == Step::Kind::kDecode && first >= 1 && first < step_.decode.iterations,
                 "SplitDecode needs a decode step in flight with more iterations");
@@ -187,6 +200,7 @@ void Instance::SplitDecode(TimePoint first_end, std::int32_t first, InstanceEven
   step_start_ = first_end;
   in_flight_ = true;
 }
+
 void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
   // Switch barrier (invariant 3): the outgoing model's D2H copies drain.
   if (config_.ablation.hkvr) drain = hkvr_.DrainModel(m.id, now) - now;
@@ -215,6 +229,7 @@ void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
   }
   device_sessions_.clear();
 }
+
 bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
   Model& to = *models_[static_cast<std::size_t>(target)];
   GatherPlan plan;

@@ -6,7 +6,7 @@
 
 namespace talaria {
 
-Instance::Session& Instance::SessionFor(const std::string& id) {
+Instance::Session& Instance::AddSession(const std::string& id) {
   auto& slot = sessions_[id];
   if (slot == nullptr) {
     slot = std::make_unique<Session>();
@@ -17,7 +17,8 @@ Instance::Session& Instance::SessionFor(const std::string& id) {
   }
   return *slot;
 }
-Instance::Session* Instance::SessionOf(const Request& r) {
+
+Instance::Session* Instance::FindSession(const Request& r) {
   if (!r.session_looked_up) {
     r.session_looked_up = true;
     if (auto it = sessions_.find(r.call.session_id); it != sessions_.end()) {
@@ -27,18 +28,21 @@ Instance::Session* Instance::SessionOf(const Request& r) {
   }
   return r.session;
 }
-Instance::Session& Instance::SessionFor(const Request& r) {
-  if (Session* s = SessionOf(r)) return *s;
-  Session& s = SessionFor(r.call.session_id);
+
+Instance::Session& Instance::AddSession(const Request& r) {
+  if (Session* s = FindSession(r)) return *s;
+  Session& s = AddSession(r.call.session_id);
   r.session = &s;
   ++s.requests;
   return s;
 }
+
 void Instance::MarkDirty(Session& s) {
   if (s.dirty) return;
   s.dirty = true;
   dirty_.push_back(&s);
 }
+
 void Instance::TrackDevice(Session& s) {
   if (!s.blocks.empty() && s.device_index < 0) {
     s.device_index = static_cast<std::int32_t>(device_sessions_.size());

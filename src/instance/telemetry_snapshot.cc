@@ -102,6 +102,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     dirty_scratch_.clear();
   }
 }
+
 double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t,
                            std::int32_t with_work) const {
   if (config_.pool != Pool::kCold || active_ < 0) return 0;
@@ -126,6 +127,7 @@ double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector
   if (target == active_) wait += models_[a]->switch_in_estimate_s;
   return wait;
 }
+
 void Instance::Forget(Session& s, bool delta, InstanceTelemetry& out) {
   if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
   by_owner_.erase(s.owner);
@@ -134,6 +136,7 @@ void Instance::Forget(Session& s, bool delta, InstanceTelemetry& out) {
   by_use_.erase(s.by_use);
   sessions_.erase(sessions_.find(s.id));
 }
+
 void Instance::TakeHostDrops() {
   for (const HostKvRegistry::Drop& d : hkvr_.drops()) {
     if (d.owner == HostKvRegistry::kAnyOwner) {
@@ -164,6 +167,7 @@ void Instance::TakeHostDrops() {
   }
   hkvr_.ClearDrops();
 }
+
 void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out) {
   KvState state = KvState::kMissing;
   std::int64_t tokens = 0;
@@ -199,6 +203,7 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
   s.reported_tokens = tokens;
   s.reported_model = s.model;
 }
+
 std::int32_t Instance::StaleHostPrefixes(TimePoint now) const {
   std::int32_t stale = 0;
   for (const auto& [id, s] : sessions_) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "router/router.h"
 
@@ -128,7 +129,7 @@ void ClusterView::ObserveOutput(std::int32_t model, std::int64_t output_tokens) 
   constexpr double kNewestWeight = 0.1;
   double& estimate = output_estimate_[static_cast<std::size_t>(model)];
   const auto tokens = static_cast<double>(output_tokens);
-  estimate = estimate < 0 ? tokens : (1 - kNewestWeight) * estimate + kNewestWeight * tokens;
+  estimate = estimate < 0 ? tokens : EwmaStep(estimate, tokens, kNewestWeight);
 }
 
 }  // namespace talaria

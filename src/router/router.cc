@@ -109,7 +109,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   ++counters_.decisions;
   const std::int32_t model = im.view.ModelId(r.model);
   im.leases.ExpireDue(now, im.sessions, counters_);
-  SessionEntry& entry = im.sessions.Route(r.session_id, now, options_.max_sessions, options_.session_idle_s,
+  SessionEntry& entry = im.sessions.Route(r.session_id, now, options_.session_table_size, options_.session_table_idle_s,
                                           [&](SessionEntry& dropped) { im.leases.Drop(dropped); });
   entry.last_use = now;
   const PlacementContext ctx{im.view, entry, r, model, im.view.OutputTokens(model, options_.output_tokens_estimate),

@@ -61,8 +61,10 @@ struct RouterOptions {
   double prefix_imbalance = 1.5;       // prefix-aware: give up the prefix above this load ratio
   double prefix_imbalance_floor_s = 2.0;  // ... and this much absolute extra load
   double output_tokens_estimate = 100;    // assumption: before any completion was seen
-  std::size_t max_sessions = 1'000'000;   // session table bound (LRU beyond it)
-  double session_idle_s = 600;            // entries idle this long are dropped
+  // The session table's bounds (not config keys): entries idle this long
+  // are dropped, and the least recently used beyond the size.
+  std::size_t session_table_size = 1'000'000;
+  double session_table_idle_s = 600;
 };
 
 struct RouteRequest {

@@ -1,8 +1,8 @@
 // The router's session table (paper §3.3): session id -> last instance,
 // model, KV length, last use, its lease, and where the instances' snapshots
-// say its prefix is held. Bounded: entries idle for session_idle_s, and the
-// least recently used beyond max_sessions, are dropped when a new session
-// needs room.
+// say its prefix is held. Bounded: entries idle for session_table_idle_s,
+// and the least recently used beyond session_table_size, are dropped when a
+// new session needs room.
 //
 // Policy code: takes `now`, no clock, no I/O. Not synchronized.
 #pragma once

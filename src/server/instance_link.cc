@@ -12,9 +12,9 @@ ApiError UnreachableError(const std::string& instance, const std::string& why) {
 }
 
 // Relays to the gateway's sink and forgets the call's id mapping at its end.
-class LocalInstanceLink::Forget final : public CompletionSink {
+class LocalInstanceLink::IdReleasingSink final : public CompletionSink {
  public:
-  Forget(LocalInstanceLink& link, std::int64_t id, std::shared_ptr<CompletionSink> sink)
+  IdReleasingSink(LocalInstanceLink& link, std::int64_t id, std::shared_ptr<CompletionSink> sink)
       : link_(link), id_(id), sink_(std::move(sink)) {}
   void OnDelta(const std::string& text) override { sink_->OnDelta(text); }
   void OnDone(const Usage& usage, const std::string& finish_reason) override {
@@ -43,7 +43,7 @@ void LocalInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::shared
   // mapping before it is written.
   std::lock_guard<std::mutex> lock(mu_);
   const std::int64_t local = service_->SubmitTokens(call->model, call->prompt, call->max_tokens, call->scoped_session,
-                                                    std::make_shared<Forget>(*this, call->id, std::move(sink)));
+                                                    std::make_shared<IdReleasingSink>(*this, call->id, std::move(sink)));
   live_[call->id] = local;
 }
 

@@ -71,7 +71,7 @@ class LocalInstanceLink final : public InstanceLink {
   InstanceService& service() { return *service_; }
 
  private:
-  class Forget;
+  class IdReleasingSink;  // relays to the gateway's sink; drops the id mapping at the end
   std::unique_ptr<InstanceService> service_;
   std::mutex mu_;
   std::unordered_map<std::int64_t, std::int64_t> live_;  // gateway id -> service id

@@ -77,7 +77,7 @@ TEST(TraceSessionContextTest, FullReuseOnlyWhenThePrefixIsTheWholePreviousContex
   s.Advance(c1, 64);
   const CallRequest r1 = s.Request(c1, 11);
   EXPECT_TRUE(r1.full_reuse);
-  EXPECT_EQ(r1.call_index, 1);
+  EXPECT_TRUE(r1.continuation);
   EXPECT_EQ(r1.prefix_tokens, 256);
   ASSERT_EQ(r1.chain.size(), 5u);  // 320 tokens
   EXPECT_TRUE(std::equal(first.begin(), first.end(), r1.chain.begin()));  // the shared blocks keep their names
@@ -106,7 +106,7 @@ TEST(PromptRequestTest, AContinuationCarriesItsMatchAndReferencesThePrompt) {
   const std::vector<std::int32_t> prompt{5, 6, 7, 8};
   const std::vector<PrefixHash> chain{1};
   const CallRequest r = PromptRequest(3, "s", "m", prompt, chain, 16, table.Find("s", prompt));
-  EXPECT_EQ(r.call_index, 1);
+  EXPECT_TRUE(r.continuation);
   EXPECT_EQ(r.prefix_tokens, 3);
   EXPECT_TRUE(r.full_reuse);
   EXPECT_EQ(r.prompt_tokens, 4);
@@ -114,7 +114,7 @@ TEST(PromptRequestTest, AContinuationCarriesItsMatchAndReferencesThePrompt) {
   EXPECT_EQ(r.prompt_ids.data(), prompt.data());
   EXPECT_EQ(r.chain.data(), chain.data());
   const CallRequest fresh = PromptRequest(4, "t", "m", prompt, chain, 16, table.Find("t", prompt));
-  EXPECT_EQ(fresh.call_index, 0);
+  EXPECT_FALSE(fresh.continuation);
   EXPECT_FALSE(fresh.full_reuse);
 }
 

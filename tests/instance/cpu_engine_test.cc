@@ -81,7 +81,7 @@ class CpuInstance : public InstanceEvents {
     CallRequest c;
     c.id = next_id_++;
     c.session_id = session;
-    c.call_index = index;
+    c.continuation = index > 0;
     c.model = model;
     c.prompt_tokens = static_cast<std::int64_t>(prompts_.back().size());
     c.prefix_tokens = index > 0 ? c.prompt_tokens / 2 : 0;

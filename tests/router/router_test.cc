@@ -411,7 +411,7 @@ TEST_F(RouterTest, MeasuredSlowdownSteersPlacement) {
 
 TEST_F(RouterTest, SessionTableIsBounded) {
   RouterOptions o;
-  o.max_sessions = 100;
+  o.session_table_size = 100;
   auto r = Make(o);
   Feed(*r, 2, 0);
   for (int k = 0; k < 1000; ++k) r->Route(Req("s" + std::to_string(k), false), AtSeconds(0.1));

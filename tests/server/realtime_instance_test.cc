@@ -40,7 +40,7 @@ TEST(RealtimeInstanceTest, ClosedLoopSessionCompletesWithDeviceHit) {
     CallRequest c;
     c.id = index;
     c.session_id = "s";
-    c.call_index = index;
+    c.continuation = index > 0;
     c.model = "m";
     c.prompt_tokens = index == 0 ? 200 : 300;
     c.prefix_tokens = index == 0 ? 0 : 205;
