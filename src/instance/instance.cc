@@ -225,8 +225,8 @@ bool Instance::Cancel(std::int64_t call_id) {
   if (Session* s = FindSession(r); s != nullptr && s->busy) {
     s->busy = false;
     s->blocks.clear();
-    TrackDevice(*s);
-    MarkDirty(*s);
+    sessions_.TrackDevice(*s);
+    sessions_.MarkDirty(*s);
   }
   if (r.session != nullptr) --r.session->requests;
   ++counters_.cancelled;
@@ -243,15 +243,12 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.chain.resize(keep);
   s.chain.insert(s.chain.end(), r.call.chain.begin() + static_cast<std::ptrdiff_t>(keep), r.call.chain.end());
   s.blocks = std::move(r.blocks);
-  TrackDevice(s);
+  sessions_.TrackDevice(s);
   s.model = r.model;
   s.busy = false;
   s.last_use = now;
-  by_use_.splice(by_use_.end(), by_use_, s.by_use);
-  MarkDirty(s);
-  const Duration hold = FromSeconds(config_.slot_hold_s);
-  while (!recent_finishes_.empty() && recent_finishes_.front().first + hold <= now) recent_finishes_.pop_front();
-  recent_finishes_.emplace_back(now, &s);
+  sessions_.MarkDirty(s);
+  sessions_.Finished(s, now, FromSeconds(config_.slot_hold_s));
   if (config_.ablation.hkvr) {
     TakeHostDrops();  // drops so far concern the chain as it was before this checkpoint
     const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),

@@ -36,6 +36,7 @@
 #include "core/time.h"
 #include "engine/engine.h"
 #include "instance/config.h"
+#include "instance/session_book.h"
 #include "telemetry/telemetry.h"
 #include "memory/block_hashes.h"
 #include "memory/hbm_layout.h"
@@ -253,26 +254,18 @@ class Instance {
  private:
   struct Model;
   struct Request;
-  struct Session;
+  using Session = InstanceSession;
 
   Model& Active() { return *models_[static_cast<std::size_t>(active_)]; }
-  // A session's entry, added if absent.
-  Session& AddSession(const std::string& id);
   // A request's session, looked up once and remembered on the request: null
   // while the session has no entry (FindSession), or added (AddSession).
   Session* FindSession(const Request& r);
   Session& AddSession(const Request& r);
-  void MarkDirty(Session& s);
-  // Keeps device_sessions_ in step with whether `s` holds device blocks;
-  // called after each change of its blocks.
-  void TrackDevice(Session& s);
   // Brings a session's snapshot entry up to date; adds it to `out` when it
   // changed (delta) or is held (full).
   void Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& out);
   // Takes the registry's drop log: the sessions whose host prefix shrank.
   void TakeHostDrops();
-  // Drops an idle session from the table (a delta reports it gone).
-  void Forget(Session& s, bool delta, InstanceTelemetry& out);
   std::int32_t ModelIndex(const std::string& name) const;
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
@@ -329,22 +322,7 @@ class Instance {
   // are cold when touched, and a lookup here costs one probe of contiguous
   // slots instead of a bucket and a node.
   absl::flat_hash_map<std::int64_t, std::unique_ptr<Request>> requests_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
-  // Telemetry bookkeeping: sessions by HKVR chain owner, those whose
-  // snapshot entry may have changed, and whether all may have.
-  absl::flat_hash_map<ChainOwner, Session*> by_owner_;
-  ChainOwner next_owner_ = 1;
-  std::vector<Session*> dirty_;
-  std::vector<Session*> dirty_scratch_;
-  // Sessions that finished within the last slot_hold_s, oldest first (the
-  // slot hold needs only these).
-  std::deque<std::pair<TimePoint, Session*>> recent_finishes_;
-  // Sessions holding device KV blocks (unordered): a switch's release and
-  // the eviction scan look only at these, not at every session retained.
-  std::vector<Session*> device_sessions_;
-  std::list<Session*> by_use_;  // every session, least recently finished first
-  bool all_dirty_ = true;
-  TimePoint next_sweep_{};
+  SessionBook sessions_;
 
   std::int32_t active_ = -1;  // index into models_, -1 before the first switch
   bool in_flight_ = false;

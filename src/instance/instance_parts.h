@@ -5,7 +5,7 @@
 //   prefill_planner.cc     reuse (device, host) and KV for P and SP batches
 //   round_planner.cc       slots and rounds: open, hold, decode, switch (Eq.3-5)
 //   residency.cc           which models are open, warm-up, staging, HBM peak
-//   session_book.cc        the instance's sessions and their device KV
+//   session_book.cc        the SessionBook (session_book.h) and requests' sessions
 //   telemetry_snapshot.cc  the snapshot the router reads (§4.1)
 // Internal to the instance layer: nothing outside src/instance includes it.
 #pragma once
@@ -115,29 +115,6 @@ struct Instance::Request {
                                          static_cast<std::size_t>(call.prompt_tokens / block_tokens));
     return call.chain.first(n);
   }
-};
-
-struct Instance::Session {
-  std::string id;
-  ChainOwner owner = 0;     // its chains' owner in the host registry
-  std::int32_t model = -1;  // model whose device KV `blocks` hold
-  std::vector<PrefixHash> chain;
-  std::vector<BlockId> blocks;
-  bool busy = false;
-  TimePoint last_use;
-  // Telemetry cache of the host-restorable prefix once its checkpoint's
-  // copies land, shortened by the registry's drops (-1: probe again, a drop
-  // that could not be placed on its chain); probed while copies are in flight.
-  TimePoint checkpoint_done;
-  std::int32_t host_blocks = -1;
-  // What the last snapshot said of it, and whether that may be out of date.
-  KvState reported = KvState::kMissing;
-  std::int32_t reported_model = -1;
-  std::int64_t reported_tokens = 0;
-  bool dirty = false;
-  std::int32_t device_index = -1;  // its place in device_sessions_, -1 when it holds no blocks
-  std::list<Session*>::iterator by_use;  // its place in by_use_
-  std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
 };
 
 namespace instance_internal {

@@ -64,7 +64,7 @@ bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const S
     // Evict the least recently used idle session's device KV (it stays
     // host-restorable if HKVR checkpointed it).
     Session* victim = nullptr;
-    for (Session* s : device_sessions_) {
+    for (Session* s : sessions_.device_holders()) {
       if (s == keep || s->busy) continue;
       if (victim == nullptr || s->last_use < victim->last_use ||
           (s->last_use == victim->last_use && s->owner < victim->owner)) {
@@ -74,8 +74,8 @@ bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const S
     if (victim == nullptr) return false;
     pool_.Free(victim->blocks);
     victim->blocks.clear();
-    TrackDevice(*victim);
-    MarkDirty(*victim);
+    sessions_.TrackDevice(*victim);
+    sessions_.MarkDirty(*victim);
   }
   return true;
 }
@@ -114,10 +114,10 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   r.blocks = std::move(s.blocks);
   r.blocks.insert(r.blocks.end(), scratch_blocks_.begin(), scratch_blocks_.end());
   s.blocks.clear();
-  TrackDevice(s);
+  sessions_.TrackDevice(s);
   s.busy = true;
   s.model = active_;
-  MarkDirty(s);
+  sessions_.MarkDirty(s);
 
   std::int64_t cached = static_cast<std::int64_t>(device > 0 ? device : host) * bt;
   cached = std::min(cached, r.call.prompt_tokens - 1);  // the last token is always computed

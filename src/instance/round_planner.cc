@@ -105,7 +105,8 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   // Only a session that finished within the hold can keep the slot open:
   // the latest such one, still idle on the active model, sets the hold.
   const Duration hold = FromSeconds(config_.slot_hold_s);
-  for (auto it = recent_finishes_.rbegin(); it != recent_finishes_.rend() && it->first + hold > now; ++it) {
+  const auto& recent = sessions_.recent_finishes();
+  for (auto it = recent.rbegin(); it != recent.rend() && it->first + hold > now; ++it) {
     const Session& s = *it->second;
     if (s.model != active_ || s.busy || s.last_use != it->first) continue;
     return std::min(it->first + hold, slot_end);
@@ -221,13 +222,12 @@ void Instance::ReleaseModelKv(Model& m, TimePoint now, Duration& drain) {
   drain += FromSeconds(swap_s);
   // Sessions with blocks of another model were released at that model's
   // switch, so those holding blocks now are this model's.
-  for (Session* s : device_sessions_) {
+  for (Session* s : sessions_.device_holders()) {
     TALARIA_CHECK(s->model == m.id, "device KV of a model that is not switching out");
     s->blocks.clear();  // the KV region is released
-    s->device_index = -1;
-    MarkDirty(*s);
+    sessions_.MarkDirty(*s);
   }
-  device_sessions_.clear();
+  sessions_.ClearDeviceHolders();
 }
 
 bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {

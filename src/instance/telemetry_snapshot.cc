@@ -77,30 +77,10 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   //
   // Sessions idle for long with nothing on device are forgotten (a bounded
   // table), periodically: the least recently used come first.
-  if (now >= next_sweep_) {
-    for (auto it = by_use_.begin(); it != by_use_.end() && ToSeconds(now - (*it)->last_use) > kForgetIdleSessionS;) {
-      Session& s = **it++;
-      if (!s.busy && s.blocks.empty() && s.requests == 0) Forget(s, delta, out);
-    }
-    next_sweep_ = now + FromSeconds(kForgetIdleSessionS / 8);
-  }
-  if (!delta || all_dirty_) {
-    for (Session* s : dirty_) s->dirty = false;
-    dirty_.clear();
-    for (auto& [id, s] : sessions_) {
-      if (all_dirty_) s->host_blocks = -1;
-      Report(*s, now, delta, out);
-    }
-    all_dirty_ = false;
-  } else {
-    dirty_scratch_.swap(dirty_);
-    dirty_.clear();
-    for (Session* s : dirty_scratch_) {
-      s->dirty = false;
-      Report(*s, now, delta, out);
-    }
-    dirty_scratch_.clear();
-  }
+  sessions_.ForgetIdle(now, kForgetIdleSessionS, [&](const Session& s) {
+    if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});  // a delta says it went
+  });
+  sessions_.ReportChanged(!delta, [&](Session& s) { Report(s, now, delta, out); });
 }
 
 double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t,
@@ -128,31 +108,22 @@ double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector
   return wait;
 }
 
-void Instance::Forget(Session& s, bool delta, InstanceTelemetry& out) {
-  if (delta && s.reported != KvState::kMissing) out.sessions.emplace(s.id, CachedPrefix{});
-  by_owner_.erase(s.owner);
-  std::erase_if(recent_finishes_, [&](const auto& f) { return f.second == &s; });
-  if (s.dirty) std::erase(dirty_, &s);
-  by_use_.erase(s.by_use);
-  sessions_.erase(sessions_.find(s.id));
-}
-
 void Instance::TakeHostDrops() {
   for (const HostKvRegistry::Drop& d : hkvr_.drops()) {
     if (d.owner == HostKvRegistry::kAnyOwner) {
-      all_dirty_ = true;
+      sessions_.MarkAllDirty();
       continue;
     }
-    auto it = by_owner_.find(d.owner);
-    if (it == by_owner_.end()) continue;
-    Session& s = *it->second;
+    Session* found = sessions_.ByOwner(d.owner);
+    if (found == nullptr) continue;
+    Session& s = *found;
     // A chain walk starts at the segment keyed by its first block, so a
     // drop there is on the session's path exactly when that block is its
     // chain's; a segment further in may be bypassed by another that holds
     // the same blocks (registered again after an eviction): probe again.
     if (s.host_blocks < 0 || d.start > 0) {
       s.host_blocks = -1;
-      MarkDirty(s);
+      sessions_.MarkDirty(s);
       continue;
     }
     // The drop shortens the session's host prefix only if its chain ran
@@ -163,7 +134,7 @@ void Instance::TakeHostDrops() {
       continue;
     }
     s.host_blocks = d.start + d.kept;
-    MarkDirty(s);
+    sessions_.MarkDirty(s);
   }
   hkvr_.ClearDrops();
 }
@@ -181,7 +152,7 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
       if (now < s.checkpoint_done) {
         // Copies in flight: report what has landed, look again next time.
         host = hkvr_.Probe(id, s.chain);
-        MarkDirty(s);
+        sessions_.MarkDirty(s);
       } else {
         if (s.host_blocks < 0) s.host_blocks = hkvr_.Probe(id, s.chain);
         host = s.host_blocks;
@@ -206,14 +177,14 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
 
 std::int32_t Instance::StaleHostPrefixes(TimePoint now) const {
   std::int32_t stale = 0;
-  for (const auto& [id, s] : sessions_) {
-    if (s->model < 0 || s->host_blocks < 0 || now < s->checkpoint_done) continue;
+  sessions_.ForEach([&](const Session& s) {
+    if (s.model < 0 || s.host_blocks < 0 || now < s.checkpoint_done) return;
     const bool pending = std::any_of(hkvr_.drops().begin(), hkvr_.drops().end(), [&](const auto& d) {
-      return d.owner == HostKvRegistry::kAnyOwner || d.owner == s->owner;
+      return d.owner == HostKvRegistry::kAnyOwner || d.owner == s.owner;
     });
-    if (pending) continue;  // the next snapshot takes these drops first
-    if (hkvr_.Probe(models_[static_cast<std::size_t>(s->model)]->id, s->chain) != s->host_blocks) ++stale;
-  }
+    if (pending) return;  // the next snapshot takes these drops first
+    if (hkvr_.Probe(models_[static_cast<std::size_t>(s.model)]->id, s.chain) != s.host_blocks) ++stale;
+  });
   return stale;
 }
 
