@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "profile/step_cost.h"
 
 namespace talaria {
 
@@ -20,9 +21,27 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   const double protected_iterations = std::ceil(bound / config_.tpot_target_s);  // as OpenSlot
   double round = 0;
   std::int32_t with_work = 0;
+  // A prefill step in flight: its calls have left the queue and are not
+  // running yet, but they are the active model's work until it ends (and
+  // then its decode): the rest of the step's predicted time, and their
+  // output. Without this an instance prefilling a long prompt looks idle.
+  double prefilling_s = 0;
+  std::int32_t prefilling = 0;
+  std::int64_t prefilling_tokens = 0;
+  if (in_flight_ && (step_.kind == Step::Kind::kPrefill || step_.kind == Step::Kind::kSessionPrefill)) {
+    const Model& m = Active();
+    const double predicted = step_cost::PrefillBatch(*m.profile, step_.prefill.items) * m.prefill_scale;
+    prefilling_s = std::max(0.0, predicted - ToSeconds(now - step_start_));
+    for (const Request* r : batch_) {
+      if (r->swapped) continue;  // a restored call is counted running already
+      ++prefilling;
+      prefilling_tokens += r->call.output_tokens - 1;  // the prefill yields the first
+    }
+  }
   for (std::size_t i = 0; i < models_.size(); ++i) {
     const Model& m = *models_[i];
     ModelTelemetry& t = out.models[i];
+    const bool prefilling_here = static_cast<std::int32_t>(i) == active_ && (prefilling > 0 || prefilling_s > 0);
     t.name = m.name;
     t.resident = m.resident;
     t.active = static_cast<std::int32_t>(i) == active_;
@@ -34,12 +53,14 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
                                   static_cast<double>(m.profile->weight_bytes_per_rank)
                             : 0.0;
     t.queued = static_cast<std::int32_t>(m.queue.size());
-    t.running = static_cast<std::int32_t>(m.running.size());
-    // Prefill of the queue, and the tokens left to generate at this batch's
-    // per-call share of a decode step.
+    t.running = static_cast<std::int32_t>(m.running.size()) + (prefilling_here ? prefilling : 0);
+    // Prefill of the queue (and of the step in flight), and the tokens left
+    // to generate at this batch's per-call share of a decode step.
+    const double prefill_s = ToSeconds(m.queued_prefill) + (prefilling_here ? prefilling_s : 0.0);
+    const std::int64_t tokens_left = m.tokens_left + (prefilling_here ? prefilling_tokens : 0);
     const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, t.running), 32768);
-    const double decode_s = static_cast<double>(m.tokens_left) * t_d / std::max<std::int32_t>(1, t.running);
-    const double work = ToSeconds(m.queued_prefill) + decode_s;
+    const double decode_s = static_cast<double>(tokens_left) * t_d / std::max<std::int32_t>(1, t.running);
+    const double work = prefill_s + decode_s;
     t.queued_work_s = work;
     t.switch_in_s = t.active ? 0.0 : m.switch_in_estimate_s;
     t.full_open_s = m.full_open_s;
@@ -51,7 +72,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
       // Eq.3: its slot must hold the queued prefill and the protected decode
       // (Eq.4's d_m iterations); decode past that fills whatever budget is
       // left, so the rest of its decode is not round load.
-      round += ToSeconds(m.queued_prefill) + std::min(decode_s, protected_iterations * t_d) + t.switch_in_s;
+      round += prefill_s + std::min(decode_s, protected_iterations * t_d) + t.switch_in_s;
     }
   }
   for (std::size_t i = 0; i < models_.size(); ++i) {

@@ -581,6 +581,31 @@ TEST(InstanceTelemetryTest, QueuedWorkFollowsTheQueueAndTheTokensLeft) {
   EXPECT_EQ(seen.back(), 0.0);  // all finished
 }
 
+// While its prefill step runs, a call is neither queued nor running, but it
+// is work here: the snapshot counts it running, with the rest of the step's
+// predicted time and its decode in the queued work and the round estimate.
+TEST(InstanceTelemetryTest, ACallInItsPrefillStepIsWorkHere) {
+  const ModelProfile p = testing::TinyProfile("m");
+  Harness h(Cold({"m"}), {p});
+  h.Warmup("m");
+  Instance& inst = h.instance();
+  inst.Enqueue(NewCall(1, "a", "m", 6400, 8), TimePoint{});
+  const Instance::Step& step = inst.Plan(TimePoint{}, TimePoint::max());
+  ASSERT_EQ(step.kind, Instance::Step::Kind::kPrefill);
+  const double prefill_s = p.PrefillSeconds(6400, 0);
+  InstanceTelemetry t;
+  inst.Snapshot(AtSeconds(prefill_s / 4), t, false);
+  const ModelTelemetry& m = t.models.at(0);
+  EXPECT_EQ(m.queued, 0);
+  EXPECT_EQ(m.running, 1);
+  const double t_d = p.DecodeStepSeconds(1, 32768);
+  EXPECT_NEAR(m.queued_work_s, 0.75 * prefill_s + 7 * t_d, 1e-6);  // the first token comes with the prefill
+  EXPECT_GE(t.round_estimate_s, 0.75 * prefill_s);
+  // Past its predicted end, only the decode remains.
+  inst.Snapshot(AtSeconds(2 * prefill_s), t, false);
+  EXPECT_NEAR(t.models.at(0).queued_work_s, 7 * t_d, 1e-6);
+}
+
 // Eq.3's round estimate holds what a slot must run (its queued prefill and
 // the protected decode), not the whole remaining decode, which fills
 // whatever budget is left.

@@ -172,6 +172,41 @@ TEST(ReplayTest, LongerLeasesTradeResidencyForAffinity) {
   EXPECT_LT(five.residency_hit_rate(), one.residency_hit_rate());
 }
 
+// A call in its prefill step is work on its instance: a 100K-token prompt
+// keeps worker-0 busy for ~9.5 s, and a call for another model arriving at
+// 6 s goes to the idle worker-1 under every router, instead of waiting
+// behind the prefill because worker-0's snapshot looked idle (it did: b's
+// TTFT was 13 s).
+TEST(ReplayTest, APrefillingCallIsWorkEveryRouterSees) {
+  ClusterConfig c = LoadClusterConfig(kRoot + "/configs/tp4-two-workers.toml");
+  const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
+  Trace t;
+  TraceCall a = Call("a", 0, 100000, 0, 500, 0.0);
+  a.model = "qwen3-32b";
+  TraceCall b = Call("b", 0, 8000, 0, 200, 6.0);
+  b.model = "qwen2.5-32b-instruct";
+  b.token_seed = 2;
+  t.calls = {a, b};
+  for (RouterPolicy p : {RouterPolicy::kFull, RouterPolicy::kLeastPressure, RouterPolicy::kSessionSticky}) {
+    SCOPED_TRACE(ToString(p));
+    c.router.policy = p;
+    const std::string dir = (std::filesystem::temp_directory_path() / "talaria_prefill_visible").string();
+    ReplayOptions o;
+    o.records_dir = dir;
+    const ReplayResult r = RunReplay("talaria", c, profiles, t, o);
+    ASSERT_EQ(r.calls_completed, 2);
+    std::ifstream in(dir + "/calls.jsonl");
+    std::map<std::string, nlohmann::json> calls;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      calls[j["session_id"].get<std::string>()] = j;
+    }
+    EXPECT_NE(calls["b"]["instance"], calls["a"]["instance"]);
+    EXPECT_LT(calls["b"]["ttft_s"].get<double>(), 3.0);
+    std::filesystem::remove_all(dir);
+  }
+}
+
 TEST(ReplayTest, SummaryCarriesTheDocumentedKeys) {
   ReplayResult r;
   r.config = "talaria";
