@@ -78,9 +78,13 @@ struct CallChannel {
   net::steady_timer timer;  // cancelled to wake the waiting coroutine
 };
 
+// The channel belongs to the connection's coroutine (its timer to the
+// server's io_context): the sink, which the service may release on any
+// thread and after the server is gone, holds it weakly, so the last
+// reference never drops on a foreign thread.
 class Sink final : public CompletionSink {
  public:
-  Sink(net::any_io_executor ex, std::shared_ptr<CallChannel> channel) : ex_(ex), channel_(std::move(channel)) {}
+  Sink(net::any_io_executor ex, std::weak_ptr<CallChannel> channel) : ex_(ex), channel_(std::move(channel)) {}
   void OnDelta(const std::string& text) override { Post(Event{Event::Kind::kDelta, text, {}, {}, {}}); }
   void OnDone(const Usage& usage, const std::string& finish_reason) override {
     Post(Event{Event::Kind::kDone, {}, usage, finish_reason, {}});
@@ -89,13 +93,19 @@ class Sink final : public CompletionSink {
 
  private:
   void Post(Event e) {
-    net::post(ex_, [channel = channel_, e = std::move(e)]() mutable {
+    // A call outliving its connection (the server stopped) reports nowhere.
+    // (Until the servers stop in order, issue 20, a report racing the
+    // server's destruction can still reach its executor.)
+    if (channel_.expired()) return;
+    net::post(ex_, [weak = channel_, e = std::move(e)]() mutable {
+      const std::shared_ptr<CallChannel> channel = weak.lock();
+      if (channel == nullptr) return;  // the connection is gone
       channel->events.push_back(std::move(e));
       channel->timer.cancel();
     });
   }
   net::any_io_executor ex_;
-  std::shared_ptr<CallChannel> channel_;
+  std::weak_ptr<CallChannel> channel_;
 };
 
 // Waits for the next event of a call.
