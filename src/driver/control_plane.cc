@@ -78,6 +78,18 @@ ControlPlane::Placement ControlPlane::Place(const RouteRequest& request, TimePoi
     p.retry_at = now + FromSeconds(heartbeat_s_);
     return p;
   }
+  // Fresh instances could take it, but none passed admission in time: the
+  // cheapest of them takes it rather than the call being lost.
+  if (p.decision.overload == RouteDecision::Overload::kAdmission) {
+    RouteRequest last = request;
+    last.last_resort = true;
+    const RouteDecision d = router_.Route(last, now);
+    if (d.instance >= 0) {
+      p.decision = d;
+      p.outcome = Placement::Outcome::kPlaced;
+      return p;
+    }
+  }
   p.outcome = Placement::Outcome::kRejected;
   p.waited_s = waited_s;
   return p;

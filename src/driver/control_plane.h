@@ -14,9 +14,13 @@
 // The overload policy: a call the router cannot place now (stale snapshots,
 // or every candidate failed round admission, KV or Eq.2) waits at the
 // gateway and is routed again one heartbeat period after each failed try,
-// as long as that next try stays within overload_max_wait_s of its arrival;
-// then it is rejected with the router's reason. A model no instance serves
-// is rejected at once, as is every overload when overload_max_wait_s is 0.
+// as long as that next try stays within overload_max_wait_s of its arrival.
+// When its wait runs out and fresh instances serve its model but failed only
+// admission (Eq.5, KV, Eq.2), the cheapest of them takes it without round
+// admission (a last resort: a call the cluster could serve is never lost);
+// with no fresh instance it is rejected with the router's reason. A model no
+// instance serves is rejected at once, as is every overload when
+// overload_max_wait_s is 0 and no fresh instance could take it.
 //
 // Takes `now` and a Timer from the driver; never reads a clock, sleeps or
 // does I/O. Not synchronized: the driver serializes calls (the gateway

@@ -88,7 +88,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     const double dr = queue + wait + own;
     const double c_act = c.activation_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
-    if (ctx.options.admission_control) {
+    if (ctx.options.admission_control && !r.last_resort) {
       const double round = c.round_estimate_s + inst.overlay_total_s + leases + own + c_kv + c_act;
       if (c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
       if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;

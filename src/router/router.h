@@ -73,6 +73,9 @@ struct RouteRequest {
   std::int64_t prompt_tokens = 0;
   std::int64_t prefix_tokens = 0;
   bool continuation = false;
+  // A call that waited at the gateway as long as it may: rank every fresh
+  // candidate without round admission (Eq.5) rather than reject it.
+  bool last_resort = false;
 };
 
 struct RouteDecision {

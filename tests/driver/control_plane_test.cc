@@ -102,6 +102,31 @@ TEST_F(ControlPlaneTest, TheOverloadWaitIsBoundedByTheNextHeartbeat) {
   }
 }
 
+// Fresh instances that all fail round admission (Eq.5): the call waits
+// while a next try stays within the bound; when its wait runs out, the
+// cheapest of them takes it rather than the call being rejected.
+TEST_F(ControlPlaneTest, AtTheBoundAnAdmissionOverloadIsPlacedNotRejected) {
+  cluster_.overload_max_wait_s = 10;
+  ControlPlane control(cluster_, profiles_);
+  const TimePoint now = AtSeconds(20);
+  for (std::int32_t i = 0; i < 2; ++i) {
+    InstanceTelemetry t = Snapshot(static_cast<std::size_t>(i), now);
+    t.round_bound_s = 1;  // a round already far past gamma * T_TTFT
+    t.round_estimate_s = 5 + i;
+    control.OnTelemetry(i, t, now);
+  }
+  const ControlPlane::Placement waits = control.Place(Request(), now, now);
+  EXPECT_EQ(waits.outcome, Outcome::kWait);
+  EXPECT_EQ(waits.decision.overload, RouteDecision::Overload::kAdmission);
+  const ControlPlane::Placement placed = control.Place(Request(), now - FromSeconds(9.5), now);
+  ASSERT_EQ(placed.outcome, Outcome::kPlaced) << ToString(placed.outcome);
+  EXPECT_EQ(placed.decision.instance, 0);  // equal costs: the lowest index
+  // A stale cluster has no fresh instance to fall back on: rejected.
+  const ControlPlane::Placement stale = control.Place(Request(), now - FromSeconds(9.5), now + FromSeconds(5));
+  EXPECT_EQ(stale.outcome, Outcome::kRejected);
+  EXPECT_EQ(stale.decision.overload, RouteDecision::Overload::kStale);
+}
+
 TEST_F(ControlPlaneTest, AModelNoInstanceServesIsRejectedWithoutWaiting) {
   ControlPlane control(cluster_, profiles_);
   RouteRequest r = Request();

@@ -207,6 +207,32 @@ TEST(ReplayTest, APrefillingCallIsWorkEveryRouterSees) {
   }
 }
 
+// Issue 17's starved model: at low load on the two-worker testbed, calls
+// for a model neither worker has open failed round admission everywhere,
+// waited out overload_max_wait_s and were rejected (12 of 1,095), though
+// every baseline completes them all. A call whose wait runs out while fresh
+// instances could take it is placed on the cheapest of them instead.
+TEST(ReplayTest, TheFullRouterCompletesACallAFreshInstanceCouldTake) {
+  ClusterConfig c = LoadClusterConfig(kRoot + "/configs/tp4-two-workers.toml");
+  const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
+  GeneratorOptions o;
+  ASSERT_TRUE(PresetOptions("characterization", o));
+  o.sessions = 60;
+  o.seed = 3;
+  o.models = {"qwen3-32b", "qwen2.5-32b-instruct", "qwen3.5-35b-a3b"};
+  o.session_rate_per_s = 0.5;
+  o.gap_cap_s = 10;
+  o.long_gap_probability = 0.021;
+  o.max_context_tokens = 120000;
+  const Trace t = GeneratePreset("characterization", o);
+  ASSERT_EQ(t.calls.size(), 1095u);
+  ReplayOptions low;
+  low.start_scale = 2.0;
+  const ReplayResult r = RunReplay("talaria", c, profiles, t, low);
+  EXPECT_EQ(r.rejected, 0);
+  EXPECT_EQ(r.calls_completed, 1095);
+}
+
 TEST(ReplayTest, SummaryCarriesTheDocumentedKeys) {
   ReplayResult r;
   r.config = "talaria";
