@@ -71,6 +71,8 @@ class ClusterView {
     return by_model_[static_cast<std::size_t>(model)];
   }
   const InstanceStatus& status(std::int32_t i) const { return status_[static_cast<std::size_t>(i)]; }
+  // Every instance's status, index-aligned (what the cost loop scans).
+  const InstanceStatus* statuses() const { return status_.data(); }
   const ModelProfile* ProfileOf(std::int32_t i, std::int32_t model) const {
     return instances_[static_cast<std::size_t>(i)].profile_of[static_cast<std::size_t>(model)];
   }

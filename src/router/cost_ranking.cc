@@ -43,9 +43,15 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   std::size_t next_holder = 0;
   double best_resident = kInf;
   std::int32_t best_resident_at = -1;
+  // Everything the loop reads of the context, in locals: the loop body
+  // then only loads from the two dense arrays.
   const Duration stale_after = FromSeconds(ctx.options.stale_after_s);
   const double lease_unit_s = ctx.options.lease_unit_s;
   const bool slot_wait = ctx.options.slot_wait;
+  const bool admission = ctx.options.admission_control && !r.last_resort;
+  const TimePoint now = ctx.now;
+  const InstanceStatus* const statuses = ctx.view.statuses();
+  std::int64_t stale = 0;
   Result result;
   const ProfileTerms* terms = nullptr;
   for (std::int32_t i = 0; i < n; ++i) {
@@ -53,9 +59,9 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     const bool holder = i == holders_[next_holder];
     if (holder) ++next_holder;
     if (!c.serves || c.profile == nullptr) continue;
-    const InstanceStatus& inst = ctx.view.status(i);
-    if (!inst.has_snapshot || !inst.healthy || ctx.now - inst.snapshot_at > stale_after) {
-      ++ctx.counters.stale_exclusions;
+    const InstanceStatus& inst = statuses[i];
+    if (!inst.has_snapshot || !inst.healthy || now - inst.snapshot_at > stale_after) {
+      ++stale;
       continue;
     }
     result.any_fresh = true;
@@ -71,7 +77,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // A cold instance admits a new call at the model's next P phase: the
     // wait advertised at the snapshot, less the time since.
     double wait = 0;
-    if (slot_wait && c.admit_wait_s > 0) wait = std::max(0.0, c.admit_wait_s - ToSeconds(ctx.now - inst.snapshot_at));
+    if (slot_wait && c.admit_wait_s > 0) wait = std::max(0.0, c.admit_wait_s - ToSeconds(now - inst.snapshot_at));
     // Profile predictions, scaled by what this instance measured lately.
     double own = terms->extend_s * c.prefill_scale + terms->decode_s * c.decode_scale;
     double c_kv = terms->recompute_s * c.prefill_scale;  // missing: recompute the prefix
@@ -88,7 +94,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     const double dr = queue + wait + own;
     const double c_act = c.activation_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
-    if (ctx.options.admission_control && !r.last_resort) {
+    if (admission) {
       const double round = c.round_estimate_s + inst.overlay_total_s + leases + own + c_kv + c_act;
       if (c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
       if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;
@@ -100,6 +106,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
       best_resident = cost, best_resident_at = i;
     }
   }
+  ctx.counters.stale_exclusions += stale;
   std::int32_t pick = best_resident_at;
   double pick_cost = best_resident;
   for (const ReplicaCandidate& rc : replicas_) {
