@@ -12,19 +12,26 @@ void InstanceEventBuffer::OnTokens(std::int64_t call_id, std::int64_t generated,
   order_.push_back(Entry{Kind::kTokens, call_id, generated, at, 0});
 }
 
+template <typename Record>
+std::size_t InstanceEventBuffer::Keep(std::vector<Record>& slots, std::size_t& used, const Record& record) {
+  if (used < slots.size()) {
+    slots[used] = record;
+  } else {
+    slots.push_back(record);
+  }
+  return used++;
+}
+
 void InstanceEventBuffer::OnFinished(const CallRecord& record) {
-  order_.push_back(Entry{Kind::kFinished, 0, 0, {}, finished_.size()});
-  finished_.push_back(record);
+  order_.push_back(Entry{Kind::kFinished, 0, 0, {}, Keep(finished_, finished_used_, record)});
 }
 
 void InstanceEventBuffer::OnSwitch(const SwitchRecord& record) {
-  order_.push_back(Entry{Kind::kSwitch, 0, 0, {}, switches_.size()});
-  switches_.push_back(record);
+  order_.push_back(Entry{Kind::kSwitch, 0, 0, {}, Keep(switches_, switches_used_, record)});
 }
 
 void InstanceEventBuffer::OnRound(const RoundRecord& record) {
-  order_.push_back(Entry{Kind::kRound, 0, 0, {}, rounds_.size()});
-  rounds_.push_back(record);
+  order_.push_back(Entry{Kind::kRound, 0, 0, {}, Keep(rounds_, rounds_used_, record)});
 }
 
 void InstanceEventBuffer::DeliverTo(InstanceEvents& to) {
@@ -48,9 +55,7 @@ void InstanceEventBuffer::DeliverTo(InstanceEvents& to) {
     }
   }
   order_.clear();
-  finished_.clear();
-  switches_.clear();
-  rounds_.clear();
+  finished_used_ = switches_used_ = rounds_used_ = 0;
 }
 
 Duration InstanceRunner::Execute() {

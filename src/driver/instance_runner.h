@@ -48,10 +48,19 @@ class InstanceEventBuffer final : public InstanceEvents {
     TimePoint at;                // kFirstToken, kTokens
     std::size_t record = 0;      // kFinished, kSwitch, kRound: index into its vector
   };
+  // Records are copied into slots kept from earlier commits (the first
+  // `*_used_`): assigning over a kept record reuses its strings' storage, so
+  // a warm buffer allocates nothing.
+  template <typename Record>
+  static std::size_t Keep(std::vector<Record>& slots, std::size_t& used, const Record& record);
+
   std::vector<Entry> order_;
   std::vector<CallRecord> finished_;
   std::vector<SwitchRecord> switches_;
   std::vector<RoundRecord> rounds_;
+  std::size_t finished_used_ = 0;
+  std::size_t switches_used_ = 0;
+  std::size_t rounds_used_ = 0;
 };
 
 class InstanceRunner {

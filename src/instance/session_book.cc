@@ -18,20 +18,9 @@ SessionBook::Session& SessionBook::Add(const std::string& id) {
   return *slot;
 }
 
-SessionBook::Session* SessionBook::Find(const std::string& id) {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second.get();
-}
-
 SessionBook::Session* SessionBook::ByOwner(ChainOwner owner) {
   auto it = by_owner_.find(owner);
   return it == by_owner_.end() ? nullptr : it->second;
-}
-
-void SessionBook::MarkDirty(Session& s) {
-  if (s.dirty) return;
-  s.dirty = true;
-  dirty_.push_back(&s);
 }
 
 void SessionBook::TrackDevice(Session& s) {

@@ -57,13 +57,20 @@ class SessionBook {
 
   // The session's entry, added (as the least recently used) if absent.
   Session& Add(const std::string& id);
-  Session* Find(const std::string& id);
+  Session* Find(const std::string& id) {
+    auto it = sessions_.find(id);
+    return it == sessions_.end() ? nullptr : it->second.get();
+  }
   // The session whose chains the host registry keeps under `owner`, or null.
   Session* ByOwner(ChainOwner owner);
   std::size_t size() const { return sessions_.size(); }
 
   // Its snapshot entry may have changed: the next delta reports it.
-  void MarkDirty(Session& s);
+  void MarkDirty(Session& s) {
+    if (s.dirty) return;
+    s.dirty = true;
+    dirty_.push_back(&s);
+  }
   // Any session's may have (a registry drop that names no session): the
   // next snapshot walks every session, probing host prefixes afresh.
   void MarkAllDirty() { all_dirty_ = true; }
