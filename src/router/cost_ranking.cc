@@ -48,7 +48,8 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   const Duration stale_after = FromSeconds(ctx.options.stale_after_s);
   const double lease_unit_s = ctx.options.lease_unit_s;
   const bool slot_wait = ctx.options.slot_wait;
-  const bool admission = ctx.options.admission_control && !r.last_resort;
+  const bool admission_control = ctx.options.admission_control;
+  const bool last_resort = r.last_resort;
   const TimePoint now = ctx.now;
   const InstanceStatus* const statuses = ctx.view.statuses();
   std::int64_t stale = 0;
@@ -94,10 +95,10 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     const double dr = queue + wait + own;
     const double c_act = c.activation_s;
     // Admission checks: Eq.5 on the predicted round, and KV capacity.
-    if (admission) {
+    if (admission_control) {
       const double round = c.round_estimate_s + inst.overlay_total_s + leases + own + c_kv + c_act;
-      if (c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
-      if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;
+      if (!last_resort && c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
+      if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;  // never fits, even last
     }
     const double cost = dr + c_kv + c_act;
     if (!c.resident) {

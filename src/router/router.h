@@ -74,7 +74,8 @@ struct RouteRequest {
   std::int64_t prefix_tokens = 0;
   bool continuation = false;
   // A call that waited at the gateway as long as it may: rank every fresh
-  // candidate without round admission (Eq.5) rather than reject it.
+  // candidate without round admission (Eq.5) rather than reject it (the KV
+  // check stays: a call its KV cannot fit is never placed there).
   bool last_resort = false;
 };
 
