@@ -141,9 +141,10 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
             ++result.rejected_by_reason["http-" + std::to_string(out.status)];
           } else {
             ++result.calls_completed;
-            result.ttft_s.Add(out.ttft_wall_s * o.time_scale);
-            if (c.call_index > 0) result.returning_ttft_s.Add(out.ttft_wall_s * o.time_scale);
           }
+          // A refused call's TTFT counts at its answer, as in the simulated replay.
+          result.ttft_s.Add(out.ttft_wall_s * o.time_scale);
+          if (c.call_index > 0) result.returning_ttft_s.Add(out.ttft_wall_s * o.time_scale);
           release = Clock::now();  // the next gap counts from this call's finish
         }
         std::lock_guard<std::mutex> lock(mu);

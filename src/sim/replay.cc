@@ -302,6 +302,11 @@ class Driver final : public InstanceEvents {
     if (p.outcome == ControlPlane::Placement::Outcome::kRejected) {
       ++result_.rejected;
       ++result_.rejected_by_reason[ToString(p.decision.overload)];
+      // Its TTFT counts at the wait it was rejected after, so dropping a
+      // call never improves the percentiles (its session's SCT goes on).
+      const double waited = ToSeconds(now_ - run.intended);
+      result_.ttft_s.Add(waited);
+      if (c.call_index > 0) result_.returning_ttft_s.Add(waited);
       ReleaseNext(s, now_);
       return;
     }

@@ -233,6 +233,27 @@ TEST(ReplayTest, TheFullRouterCompletesACallAFreshInstanceCouldTake) {
   EXPECT_EQ(r.calls_completed, 1095);
 }
 
+// A call no instance could ever hold (its KV exceeds every pool) is
+// rejected once its wait runs out, even as a last resort, and its TTFT
+// counts at that wait: dropping calls never improves the percentiles.
+TEST(ReplayTest, ARejectedCallCountsAtItsWait) {
+  ProfileSet profiles;
+  profiles.Add(testing::TinyProfile("m"));
+  ClusterConfig c = OneTinyInstance();
+  c.overload_max_wait_s = 5;
+  c.heartbeat_s = 1;
+  Trace t;
+  t.calls = {Call("big", 0, 500'000'000, 0, 1, 0.0), Call("ok", 0, 100, 0, 1, 0.0)};
+  t.calls[1].token_seed = 6;
+  const ReplayResult r = RunReplay("talaria", c, profiles, t, {});
+  EXPECT_EQ(r.rejected, 1);
+  EXPECT_EQ(r.rejected_by_reason.at("admission"), 1);
+  EXPECT_EQ(r.calls_completed, 1);
+  ASSERT_EQ(r.ttft_s.count(), 2u);
+  EXPECT_NEAR(r.ttft_s.Max(), 5.0, 1e-9);  // waited 0 .. 5 s, retried each second
+  EXPECT_NEAR(r.sct_s.Max(), 5.0, 1e-9);
+}
+
 TEST(ReplayTest, SummaryCarriesTheDocumentedKeys) {
   ReplayResult r;
   r.config = "talaria";
