@@ -30,7 +30,6 @@ const char* ToString(ControlPlane::Placement::Outcome o) {
 
 ControlPlane::ControlPlane(const ClusterConfig& cluster, const ProfileSet& profiles)
     : router_(cluster.router, Names(cluster), Tps(cluster), profiles),
-      healthy_(cluster.instances.size(), true),
       heartbeat_s_(cluster.heartbeat_s),
       overload_max_wait_s_(cluster.overload_max_wait_s) {
   if (!(heartbeat_s_ > 0)) throw InputError(cluster.source, "[router] heartbeat_s must be greater than 0");
@@ -44,7 +43,7 @@ void ControlPlane::StartHeartbeat(Timer& timer, TimePoint now, std::function<voi
 }
 
 void ControlPlane::Beat(Timer& timer, TimePoint now) {
-  for (std::size_t i = 0; i < healthy_.size(); ++i) poll_(static_cast<std::int32_t>(i));
+  for (std::size_t i = 0; i < instances(); ++i) poll_(static_cast<std::int32_t>(i));
   const TimePoint next = now + FromSeconds(heartbeat_s_);
   timer.At(next, [this, &timer, next] {
     if (keep_going_()) Beat(timer, next);
@@ -52,13 +51,11 @@ void ControlPlane::Beat(Timer& timer, TimePoint now) {
 }
 
 void ControlPlane::OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapshot, TimePoint now) {
-  healthy_[static_cast<std::size_t>(instance)] = true;
   router_.SetHealthy(instance, true);
   router_.OnTelemetry(instance, snapshot, now);
 }
 
 void ControlPlane::OnUnreachable(std::int32_t instance) {
-  healthy_[static_cast<std::size_t>(instance)] = false;
   router_.SetHealthy(instance, false);
 }
 

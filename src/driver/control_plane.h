@@ -46,9 +46,7 @@ class ControlPlane {
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
 
-  std::size_t instances() const { return healthy_.size(); }
-  double heartbeat_s() const { return heartbeat_s_; }
-  double overload_max_wait_s() const { return overload_max_wait_s_; }
+  std::size_t instances() const { return router_.instances(); }
 
   // --- The heartbeat.
   // Polls every instance now (`poll(i)`), then again every heartbeat_s on
@@ -62,7 +60,7 @@ class ControlPlane {
   // Instance `instance` did not answer its poll, or failed a call: no new
   // placements there until its next snapshot.
   void OnUnreachable(std::int32_t instance);
-  bool healthy(std::int32_t instance) const { return healthy_[static_cast<std::size_t>(instance)]; }
+  bool healthy(std::int32_t instance) const { return router_.Healthy(instance); }
   // Whether the instance's next snapshot must list all its sessions.
   bool WantsFullSnapshot(std::int32_t instance) const { return router_.WantsFullSnapshot(instance); }
 
@@ -95,7 +93,6 @@ class ControlPlane {
   void Beat(Timer& timer, TimePoint now);
 
   Router router_;
-  std::vector<bool> healthy_;
   double heartbeat_s_;
   double overload_max_wait_s_;
   std::function<void(std::int32_t)> poll_;

@@ -72,7 +72,6 @@ class InstanceRunner {
 
   Instance& instance() { return instance_; }
   const Instance& instance() const { return instance_; }
-  Engine& engine() { return engine_; }
 
   // The next step from `now` (Instance::Plan; `horizon` bounds decode
   // batches). kIdle: nothing to run until an arrival or step.wake_at.

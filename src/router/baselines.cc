@@ -57,7 +57,7 @@ PolicyPick PrefixAwarePolicy::Place(const PlacementContext& ctx) {
   for (std::int32_t i = 0; i < ctx.view.size(); ++i) {
     if (!ctx.view.Serves(i, ctx.model) || !ctx.view.Fresh(i, ctx.now, ctx.options.stale_after_s)) continue;
     std::int64_t tokens = 0;
-    if (CachedState(ctx.view, i, &ctx.entry, ctx.model, tokens) != KvState::kMissing && tokens > best_tokens) {
+    if (CachedState(ctx.view, i, ctx.entry, ctx.model, tokens) != KvState::kMissing && tokens > best_tokens) {
       best = i, best_tokens = tokens;
     }
   }

@@ -84,7 +84,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     double c_kv = terms->recompute_s * c.prefill_scale;  // missing: recompute the prefix
     if (holder) {
       std::int64_t tokens = 0;
-      const KvState state = CachedState(ctx.view, i, &entry, ctx.model, tokens);
+      const KvState state = CachedState(ctx.view, i, entry, ctx.model, tokens);
       if (state != KvState::kMissing) {
         const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
         own = step_cost::CallPrefill(*p, r.prompt_tokens, reuse) * c.prefill_scale + terms->decode_s * c.decode_scale;

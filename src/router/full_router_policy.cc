@@ -11,7 +11,7 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
     std::int64_t tokens = 0;
     const bool live = lease.expires > ctx.now && lease.model == ctx.model;
     const bool restorable = live && ctx.view.status(lease.instance).healthy &&
-                            CachedState(ctx.view, lease.instance, &entry, ctx.model, tokens) != KvState::kMissing;
+                            CachedState(ctx.view, lease.instance, entry, ctx.model, tokens) != KvState::kMissing;
     leases_.Drop(entry);  // consumed or discarded: routing never refreshes it
     if (restorable) {
       ++ctx.counters.leases_consumed;

@@ -61,6 +61,10 @@ Router::~Router() = default;
 
 std::size_t Router::sessions() const { return impl_->sessions.size(); }
 
+std::size_t Router::instances() const { return static_cast<std::size_t>(impl_->view.size()); }
+
+bool Router::Healthy(std::int32_t instance) const { return impl_->view.status(instance).healthy; }
+
 void Router::SetHealthy(std::int32_t instance, bool healthy) { impl_->view.SetHealthy(instance, healthy); }
 
 bool Router::WantsFullSnapshot(std::int32_t instance) const { return impl_->view.WantsFullSnapshot(instance); }
@@ -132,7 +136,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   d.cost_s = pick.cost_s;
   // The overlay counts the call's own work there until a snapshot shows it.
   std::int64_t tokens = 0;
-  CachedState(im.view, pick.instance, &entry, model, tokens);
+  CachedState(im.view, pick.instance, entry, model, tokens);
   im.view.AddForward(pick.instance, model, now, OwnWork(ctx, pick.instance, std::min(tokens, r.prefix_tokens)));
   if (entry.first_instance < 0) entry.first_instance = pick.instance;
   entry.last_instance = pick.instance;

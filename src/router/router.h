@@ -137,6 +137,9 @@ class Router {
   const RouterCounters& counters() const { return counters_; }
   const RouterOptions& options() const { return options_; }
   std::size_t sessions() const;
+  std::size_t instances() const;
+  // The last health check's result (healthy until told otherwise).
+  bool Healthy(std::int32_t instance) const;
   // The instance a session's live lease points at, or -1 (for tests).
   std::int32_t LeaseOf(std::string_view session_id, TimePoint now) const;
 

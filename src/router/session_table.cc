@@ -54,17 +54,15 @@ void SessionTable::ApplyDelta(std::int32_t index, ClusterView& view, const Insta
   }
 }
 
-KvState CachedState(const ClusterView& view, std::int32_t index, const SessionEntry* entry, std::int32_t model,
+KvState CachedState(const ClusterView& view, std::int32_t index, const SessionEntry& entry, std::int32_t model,
                     std::int64_t& tokens) {
   tokens = 0;
-  if (entry == nullptr) return KvState::kMissing;
   // Completions after the snapshot: the router knows the KV is on device there.
-  if (entry->last_instance == index && entry->model == model &&
-      entry->last_done > view.status(index).snapshot_at) {
-    tokens = entry->kv_tokens;
+  if (entry.last_instance == index && entry.model == model && entry.last_done > view.status(index).snapshot_at) {
+    tokens = entry.kv_tokens;
     return KvState::kDevice;
   }
-  for (const PrefixLocation& l : entry->held) {
+  for (const PrefixLocation& l : entry.held) {
     if (l.instance == index && l.model == model) {
       tokens = l.tokens;
       return l.state;

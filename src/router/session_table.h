@@ -89,8 +89,8 @@ class SessionTable {
 
 // Where instance `index` holds the session's prefix for `model` (tokens in
 // `tokens`): a completion there since its snapshot means on device;
-// otherwise what the snapshots said. `entry` may be null.
-KvState CachedState(const ClusterView& view, std::int32_t index, const SessionEntry* entry, std::int32_t model,
+// otherwise what the snapshots said.
+KvState CachedState(const ClusterView& view, std::int32_t index, const SessionEntry& entry, std::int32_t model,
                     std::int64_t& tokens);
 
 template <typename Drop>

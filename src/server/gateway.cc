@@ -251,14 +251,14 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
   route.prefix_tokens = call->match.prefix_tokens;
   route.continuation = call->match.continuation;
   ControlPlane::Placement p;
-  bool waited = false;  // before this try
   {
     std::lock_guard<std::mutex> lock(mu_);
-    waited = call->waited;
     const TimePoint now = Now();
-    // A re-placement was accepted already: it never waits. Stopping, a call
-    // is rejected at once (Stop() has answered the waiting).
-    p = control_.Place(route, retry ? now : call->submitted, now, /*may_wait=*/!retry && !stop_);
+    // The wait counts from the first try that had to wait; a re-placement was
+    // accepted already and never waits. Stopping, a call is rejected at once
+    // (Stop() has answered the waiting).
+    const TimePoint arrived = call->waited && !retry ? call->submitted : now;
+    p = control_.Place(route, arrived, now, /*may_wait=*/!retry && !stop_);
     if (p.outcome == ControlPlane::Placement::Outcome::kPlaced) {
       call->instance = p.decision.instance;
       ++call->attempts;
@@ -285,7 +285,7 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
     ++metrics_.failed;
     call->sink->OnError(UnreachableError("(any)", "its instance failed and no other instance can take the call"));
   } else {
-    Reject(*call, p.decision.overload, waited ? p.waited_s : 0);
+    Reject(*call, p.decision.overload, p.waited_s);
   }
   return false;
 }

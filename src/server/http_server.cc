@@ -237,8 +237,14 @@ struct HttpServer::Impl {
 
   // One endpoint: its method, path (or path prefix), whether it needs an
   // API key when keys are configured, its metrics label, and its handler.
-  using Handler = net::awaitable<void> (Impl::*)(beast::tcp_stream&, const Request&, const std::string& path,
-                                                 const std::string& key);
+  // What a handler learns of the request beyond its body: the path, the
+  // client's API key ("" when none) and the route's metrics label.
+  struct Target {
+    std::string path;
+    std::string key;
+    std::string label;
+  };
+  using Handler = net::awaitable<void> (Impl::*)(beast::tcp_stream&, const Request&, const Target&);
   struct Route {
     http::verb method;
     std::string_view path;
@@ -271,53 +277,51 @@ struct HttpServer::Impl {
       }
     }
     if (route == nullptr) co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), "other");
-    const std::string label(route->label);
+    Target t{path, {}, std::string(route->label)};
     // Client endpoints need a key when keys are configured.
-    std::string key;
     if (auto auth = req.find(http::field::authorization); auth != req.end()) {
       const std::string value(auth->value());
-      if (value.rfind("Bearer ", 0) == 0) key = value.substr(7);
+      if (value.rfind("Bearer ", 0) == 0) t.key = value.substr(7);
     }
-    if (route->needs_key && service.RequiresApiKey() && !service.ApiKeyAccepted(key)) {
-      co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
+    if (route->needs_key && service.RequiresApiKey() && !service.ApiKeyAccepted(t.key)) {
+      co_return co_await Write(stream, ErrorResponse(req, Unauthorized(t.key.empty())), t.label);
     }
     if (req.method() != route->method) {
       co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed(route->method == http::verb::get ? "GET" : "POST")),
-                               label);
+                               t.label);
     }
-    co_await (this->*route->handler)(stream, req, path, key);
+    co_await (this->*route->handler)(stream, req, t);
   }
 
-  net::awaitable<void> Health(beast::tcp_stream& stream, const Request& req, const std::string&, const std::string&) {
-    co_await Write(stream, HealthResponse(req), "/health");
+  net::awaitable<void> Health(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    co_await Write(stream, HealthResponse(req), t.label);
   }
 
-  net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const std::string&, const std::string&) {
-    co_await Write(stream, MetricsResponse(req, service.metrics().Render()), "/metrics");
+  net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    co_await Write(stream, MetricsResponse(req, service.metrics().Render()), t.label);
   }
 
-  net::awaitable<void> Models(beast::tcp_stream& stream, const Request& req, const std::string&, const std::string&) {
-    co_await Write(stream, ModelsResponse(req, service.Models()), "/v1/models");
+  net::awaitable<void> Models(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    co_await Write(stream, ModelsResponse(req, service.Models()), t.label);
   }
 
-  net::awaitable<void> Telemetry(beast::tcp_stream& stream, const Request& req, const std::string&,
-                                 const std::string&) {
-    co_await Write(stream, JsonResponse(req, http::status::ok, service.Telemetry()), "/v1/telemetry");
+  net::awaitable<void> Telemetry(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    co_await Write(stream, JsonResponse(req, http::status::ok, service.Telemetry()), t.label);
   }
 
-  net::awaitable<void> Admin(beast::tcp_stream& stream, const Request& req, const std::string& path,
-                             const std::string&) {
+  net::awaitable<void> Admin(beast::tcp_stream& stream, const Request& req, const Target& t) {
     std::string model, action;
-    if (!ParseAdminPath(path, model, action)) co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), "/admin");
-    co_await Write(stream, AdminResponse(req, service.Admin(model, action)), "/admin");
+    if (!ParseAdminPath(t.path, model, action)) {
+      co_return co_await Write(stream, ErrorResponse(req, NotFound(t.path)), t.label);
+    }
+    co_await Write(stream, AdminResponse(req, service.Admin(model, action)), t.label);
   }
 
   // POST /v1/chat/completions and /v1/completions: one call, answered at
   // once or streamed as server-sent events.
-  net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const std::string& path,
-                                  const std::string& key) {
-    const bool chat = path == "/v1/chat/completions";
-    const std::string label = path;
+  net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    const bool chat = t.path == "/v1/chat/completions";
+    const std::string& label = t.label;
     std::string session_header;
     if (auto it = req.find("X-Session-Id"); it != req.end()) session_header = std::string(it->value());
     auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
@@ -326,7 +330,7 @@ struct HttpServer::Impl {
 
     auto executor = co_await net::this_coro::executor;
     auto channel = std::make_shared<CallChannel>(executor);
-    const std::int64_t handle = service.Submit(request, key, std::make_shared<Sink>(executor, channel));
+    const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(executor, channel));
     AnswerHead answer;
     answer.chat = chat;
     answer.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);

@@ -157,11 +157,7 @@ class Driver final : public InstanceEvents {
     result_.router_counters = control_->counters();
   }
 
-  void OnFirstToken(std::int64_t call_id, TimePoint at) override {
-    const double ttft = ToSeconds(at - calls_[static_cast<std::size_t>(call_id)].intended);
-    result_.ttft_s.Add(ttft);
-    if (trace_.calls[static_cast<std::size_t>(call_id)].call_index > 0) result_.returning_ttft_s.Add(ttft);
-  }
+  void OnFirstToken(std::int64_t call_id, TimePoint at) override { AddTtft(static_cast<std::size_t>(call_id), at); }
 
   void OnFinished(const CallRecord& rec) override {
     const auto index = static_cast<std::size_t>(rec.id);
@@ -254,6 +250,14 @@ class Driver final : public InstanceEvents {
     return -1;
   }
 
+  // A call's schedule-aware TTFT: from its intended release to `at` (its
+  // first token, or its rejection).
+  void AddTtft(std::size_t call, TimePoint at) {
+    const double ttft = ToSeconds(at - calls_[call].intended);
+    result_.ttft_s.Add(ttft);
+    if (trace_.calls[call].call_index > 0) result_.returning_ttft_s.Add(ttft);
+  }
+
   // The heartbeat's poll of one instance: its snapshot as of now.
   void Poll(std::int32_t i) {
     CatchUp(i);
@@ -304,9 +308,7 @@ class Driver final : public InstanceEvents {
       ++result_.rejected_by_reason[ToString(p.decision.overload)];
       // Its TTFT counts at the wait it was rejected after, so dropping a
       // call never improves the percentiles (its session's SCT goes on).
-      const double waited = ToSeconds(now_ - run.intended);
-      result_.ttft_s.Add(waited);
-      if (c.call_index > 0) result_.returning_ttft_s.Add(waited);
+      AddTtft(call, now_);
       ReleaseNext(s, now_);
       return;
     }

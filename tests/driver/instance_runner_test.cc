@@ -7,7 +7,7 @@
 
 #include "engine/sim_engine.h"
 #include "instance/test_profiles.h"
-#include "memory/block_hashes.h"
+#include "driver/session_client.h"
 
 namespace talaria {
 namespace {
@@ -65,16 +65,15 @@ TEST(InstanceRunnerTest, EventsReachTheDriverOnlyOnDeliverAfterTheCommit) {
   SimEngine engine;
   InstanceRunner runner(instance, engine);
   instance.Warmup("m", TimePoint{});
-  std::vector<PrefixHash> chain;
-  ExtendSessionChain(chain, 0, 96, instance.config().block_tokens, 1, 0);
-  CallRequest call;
-  call.id = 1;
-  call.session_id = "s";
-  call.model = "m";
-  call.prompt_tokens = 64;
-  call.output_tokens = 32;
-  call.chain = chain;
-  instance.Enqueue(call, TimePoint{});
+  TraceCall c;
+  c.session_id = "s";
+  c.model = "m";
+  c.prompt_tokens = 64;
+  c.output_tokens = 32;
+  c.token_seed = 1;
+  TraceSessionContext session;
+  session.Advance(c, instance.config().block_tokens);
+  instance.Enqueue(session.Request(c, 1), TimePoint{});
 
   Recorder heard(&instance);
   TimePoint now{};
