@@ -12,6 +12,14 @@ void TraceSessionContext::Advance(const TraceCall& c, std::int32_t block_tokens)
   const std::int64_t context = c.prompt_tokens + c.output_tokens;
   ExtendSessionChain(chain_, c.prefix_tokens, context, block_tokens, c.token_seed, c.call_index);
   full_reuse_ = FullReuse(advanced_, c.prefix_tokens, previous_context_);
+  // Checkpoints past the prefix were of a context this call does not keep.
+  const std::int64_t prefix = advanced_ ? c.prefix_tokens : 0;
+  while (!checkpoints_.empty() && checkpoints_.back().tokens > prefix) checkpoints_.pop_back();
+  state_ = checkpoints_.empty() ? StatePoint{} : checkpoints_.back();
+  const PrefixHash partial = context % block_tokens != 0
+                                 ? NamePartialSessionBlock(chain_, context, block_tokens, c.token_seed, c.call_index)
+                                 : 0;
+  checkpoints_.push_back(StatePoint{context, partial});
   previous_context_ = context;
   advanced_ = true;
 }
@@ -27,6 +35,9 @@ CallRequest TraceSessionContext::Request(const TraceCall& c, std::int64_t id) co
   r.output_tokens = c.output_tokens;
   r.full_reuse = full_reuse_;
   r.chain = chain_;
+  r.state_tokens = state_.tokens;
+  r.state_partial = state_.partial;
+  r.context_partial = checkpoints_.empty() ? 0 : checkpoints_.back().partial;
   return r;
 }
 
@@ -79,6 +90,8 @@ CallRequest PromptRequest(std::int64_t id, std::string session, std::string mode
   r.prefix_tokens = match.prefix_tokens;
   r.output_tokens = max_tokens;
   r.full_reuse = match.full_reuse;
+  // The previous context's end is the only state point the servers name.
+  r.state_tokens = match.full_reuse ? match.prefix_tokens : 0;
   r.chain = chain;
   r.prompt_ids = prompt;
   return r;

@@ -57,7 +57,10 @@ class TraceSessionContext {
   // into this context: keep it unchanged until the call has finished.
   CallRequest Request(const TraceCall& c, std::int64_t id) const;
   // The session is over: frees its chain.
-  void End() { std::vector<PrefixHash>().swap(chain_); }
+  void End() {
+    std::vector<PrefixHash>().swap(chain_);
+    std::vector<StatePoint>().swap(checkpoints_);
+  }
   const std::vector<PrefixHash>& chain() const { return chain_; }
 
  private:
@@ -65,6 +68,17 @@ class TraceSessionContext {
   std::int64_t previous_context_ = 0;
   bool advanced_ = false;    // a call came before: the next is a continuation
   bool full_reuse_ = false;  // of the call Advance was last given
+  // Where the session's contexts ended (a hybrid model's state is
+  // checkpointed there), with the name of the partial block each ends in
+  // (0: on a boundary), oldest first, those the current context still
+  // contains; the last is the current context's. And the latest at or
+  // before the prefix of the call Advance was last given.
+  struct StatePoint {
+    std::int64_t tokens = 0;
+    PrefixHash partial = 0;
+  };
+  std::vector<StatePoint> checkpoints_;
+  StatePoint state_;
 };
 
 // Each session's last context, for prefix matching; bounded, least recently
@@ -109,6 +123,9 @@ class SessionContexts {
 // hashes (memory/block_hashes.h HashTokenBlocks), `match` what the
 // session's previous context shares with it. `chain` and `prompt` are
 // referenced, not copied: keep them alive until the call has finished.
+// It names no partial blocks (the chain covers the prompt, not the output
+// the checkpoint would end at), so a hybrid model behind the servers
+// restores host KV only where a prefix ends on a block boundary.
 CallRequest PromptRequest(std::int64_t id, std::string session, std::string model,
                           std::span<const std::int32_t> prompt, std::span<const PrefixHash> chain,
                           std::int64_t max_tokens, const SessionContexts::Match& match);

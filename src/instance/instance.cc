@@ -221,7 +221,7 @@ bool Instance::Cancel(std::int64_t call_id) {
   StopDecoding(m, r);
   if (std::erase(m.running, &r) > 0) m.tokens_left -= r.call.output_tokens - r.generated;
   if (!r.blocks.empty()) pool_.Free(r.blocks);  // includes the session's reused device blocks
-  if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, r.prompt_chain(config_.block_tokens), r.pinned_host_blocks);
+  if (r.pinned_host_blocks > 0) hkvr_.Unpin(m.id, HostChain(r), r.pinned_host_blocks);
   if (Session* s = FindSession(r); s != nullptr && s->busy) {
     s->busy = false;
     s->blocks.clear();
@@ -242,6 +242,9 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   const auto keep = static_cast<std::size_t>(CommonBlocks(s.chain, r.call.chain));
   s.chain.resize(keep);
   s.chain.insert(s.chain.end(), r.call.chain.begin() + static_cast<std::ptrdiff_t>(keep), r.call.chain.end());
+  // A hybrid model's state is checkpointed at the context's end: with its
+  // partial last block when the context ends inside one.
+  s.partial = m.profile->family == AttentionFamily::kHybrid ? r.call.context_partial : 0;
   s.blocks = std::move(r.blocks);
   sessions_.TrackDevice(s);
   s.model = r.model;
@@ -251,7 +254,8 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   sessions_.Finished(s, now, FromSeconds(config_.slot_hold_s));
   if (config_.ablation.hkvr) {
     TakeHostDrops();  // drops so far concern the chain as it was before this checkpoint
-    const auto result = hkvr_.Checkpoint(m.id, s.chain, static_cast<std::int32_t>(s.chain.size()),
+    const BlockChain chain = s.host_chain();
+    const auto result = hkvr_.Checkpoint(m.id, chain, static_cast<std::int32_t>(chain.size()),
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
                                          m.profile->h2d_bytes_per_s, s.owner);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
@@ -316,7 +320,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       }
       for (Request* r : batch_) {
         if (r->pinned_host_blocks > 0) {
-          hkvr_.Unpin(m.id, r->prompt_chain(config_.block_tokens), r->pinned_host_blocks);
+          hkvr_.Unpin(m.id, HostChain(*r), r->pinned_host_blocks);
           r->pinned_host_blocks = 0;
         }
         if (r->swapped) {

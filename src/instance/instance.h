@@ -71,6 +71,16 @@ struct CallRequest {
   // Cumulative hashes of this call's context (prompt + output) blocks. The
   // caller keeps them alive and unchanged until the call finishes.
   std::span<const PrefixHash> chain;
+  // A hybrid model's recurrent state cannot be rolled back; the session's
+  // host checkpoint holds it at the end of each context it was taken at.
+  // The latest such point at or before this call's prefix end, in tokens (0:
+  // none), and the name of the partial block it ends in (0 when it ends on a
+  // block boundary; memory/block_chain.h): a host restore reaches exactly
+  // there. And the name of this call's context's partial last block, which
+  // its own checkpoint ends with (0: on a boundary, or not named).
+  std::int64_t state_tokens = 0;
+  PrefixHash state_partial = 0;
+  PrefixHash context_partial = 0;
   // The prompt's token ids, for engines that compute real tokens (empty when
   // replaying sizes only). Kept alive by the caller like `chain`.
   std::span<const std::int32_t> prompt_ids;
@@ -133,7 +143,7 @@ struct InstanceCounters {
   std::int64_t sp_admitted = 0;   // continuations admitted at an SP opportunity
   std::int64_t sp_deferred = 0;   // eligible continuations left for a later SP or slot, once per slot
   std::int64_t host_capacity_misses = 0;  // checkpoints that found no host room
-  std::int64_t restore_skips = 0;         // cached prefix unusable (hybrid state)
+  std::int64_t restore_skips = 0;         // calls recomputed whose cached prefix was unusable (hybrid state)
   std::int64_t deadline_risk = 0;         // Eq.4/Eq.5 shortfalls
   std::int64_t tpot_infeasible = 0;       // slots where T_TPOT <= t_D
   std::int64_t preemptions = 0;           // running calls swapped out at a slot end
@@ -291,20 +301,29 @@ class Instance {
   void StartDecoding(Model& m, Request& r);
   void StopDecoding(Model& m, Request& r);
   // How much of a call's prompt this instance can reuse, in blocks: device
-  // KV of its session (the active model's), else host KV (HKVR). `skips`
-  // counts reuse a hybrid model's state rules declined. No side effects
+  // KV of its session (the active model's), else host KV (HKVR). `declined`:
+  // a cached prefix a hybrid model's state rules declined. No side effects
   // beyond the probe cache; Admit, SP eligibility and cost prediction share it.
   struct Reuse {
     std::int32_t device = 0;
     std::int32_t host = 0;
-    std::int32_t skips = 0;
+    bool declined = false;
   };
   Reuse FindReuse(const Request& r);
   bool SpEligible(const Request& r);
+  // The blocks a host restore of `r` reaches (0: none, or a hybrid model's
+  // state rules decline it; then `r.host_probe_declined` says whether any
+  // were held). Cached against the registry's version.
   std::int32_t HostBlocks(const Request& r);
+  // The chain a host restore of `r` looks up: its prompt's blocks; for a
+  // hybrid model, the chain to its latest state checkpoint (with the
+  // partial block that ends there, if any).
+  BlockChain HostChain(const Request& r) const;
+  bool Hybrid(const Request& r) const;  // its model has recurrent state
   TimePoint HoldUntil(TimePoint now) const;
   bool DeviceReusable(const Request& r) const;
-  bool HostRestorable(const Request& r) const;
+  // A hybrid call names a state point a restore could reach.
+  bool StateRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
   void StartStagingAfter(TimePoint now);
   // Makes `m` resident and returns its full-open time (0 if it was). At a

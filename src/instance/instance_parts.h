@@ -106,6 +106,7 @@ struct Instance::Request {
   std::int64_t deferred_in_slot = -1;  // the slot it was last counted as deferred in
   mutable std::uint64_t host_probe_version = UINT64_MAX;  // HKVR version of host_probe_blocks
   mutable std::int32_t host_probe_blocks = 0;
+  mutable bool host_probe_declined = false;  // held, but a hybrid model's state rules decline it
   // Its session, looked up once (FindSession); null until the session exists.
   mutable Session* session = nullptr;
   mutable bool session_looked_up = false;

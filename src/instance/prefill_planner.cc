@@ -11,28 +11,52 @@ namespace talaria {
 
 // A hybrid model's recurrent state cannot be rolled back: a device hit needs
 // the whole previous context reused (the state at its end is kept with the
-// session), and a host restore also needs that context to end on a block
-// boundary, where the checkpointed state was taken. Otherwise the restore is
-// declined (a restore skip) and the prefix recomputed.
+// session), and a host restore reaches exactly a point where the session's
+// checkpoint holds the state (CallRequest::state_tokens): the whole chain to
+// there found, the state on its last block. Otherwise the reuse is declined
+// (a restore skip) and the prefix recomputed.
 bool Instance::DeviceReusable(const Request& r) const {
   const Model& m = *models_[static_cast<std::size_t>(r.model)];
   return m.profile->family != AttentionFamily::kHybrid || r.call.full_reuse;
 }
 
-bool Instance::HostRestorable(const Request& r) const {
-  const Model& m = *models_[static_cast<std::size_t>(r.model)];
-  return m.profile->family != AttentionFamily::kHybrid ||
-         (r.call.full_reuse && r.call.prefix_tokens % config_.block_tokens == 0);
+bool Instance::Hybrid(const Request& r) const {
+  return models_[static_cast<std::size_t>(r.model)]->profile->family == AttentionFamily::kHybrid;
+}
+
+BlockChain Instance::HostChain(const Request& r) const {
+  const std::int32_t bt = config_.block_tokens;
+  if (!Hybrid(r)) return r.prompt_chain(bt);
+  const std::int64_t state = std::min(r.call.state_tokens, r.call.prompt_tokens);
+  const auto full = std::min<std::size_t>(r.call.chain.size(), static_cast<std::size_t>(state / bt));
+  if (state % bt == 0 || r.call.state_partial == 0) return BlockChain(r.call.chain.first(full));
+  return BlockChain(r.call.chain.first(full), r.call.state_partial);
+}
+
+bool Instance::StateRestorable(const Request& r) const {
+  const std::int64_t state = r.call.state_tokens;
+  return state > 0 && state <= r.call.prompt_tokens &&
+         (state % config_.block_tokens == 0 || r.call.state_partial != 0);
 }
 
 std::int32_t Instance::HostBlocks(const Request& r) {
   // Queued calls are re-examined at every decode boundary: probe the
   // registry again only when its published set changed.
-  if (r.host_probe_version != hkvr_.version()) {
-    r.host_probe_blocks = hkvr_.Probe(models_[static_cast<std::size_t>(r.model)]->id,
-                                      r.prompt_chain(config_.block_tokens));
-    r.host_probe_version = hkvr_.version();
+  if (r.host_probe_version == hkvr_.version()) return r.host_probe_blocks;
+  r.host_probe_version = hkvr_.version();
+  const ModelId id = models_[static_cast<std::size_t>(r.model)]->id;
+  if (!Hybrid(r)) {
+    r.host_probe_blocks = hkvr_.Probe(id, r.prompt_chain(config_.block_tokens));
+    r.host_probe_declined = false;
+    return r.host_probe_blocks;
   }
+  // All of the chain to the state point, and the state on its last block.
+  const BlockChain chain = HostChain(r);
+  const bool whole = StateRestorable(r) && static_cast<std::size_t>(hkvr_.Probe(id, chain)) == chain.size() &&
+                     hkvr_.HoldsTail(id, chain);
+  r.host_probe_blocks = whole ? static_cast<std::int32_t>(chain.size()) : 0;
+  // Declined: blocks an attention model would have restored are held.
+  r.host_probe_declined = !whole && hkvr_.Probe(id, r.prompt_chain(config_.block_tokens)) > 0;
   return r.host_probe_blocks;
 }
 
@@ -43,12 +67,11 @@ Instance::Reuse Instance::FindReuse(const Request& r) {
     const std::int32_t common =
         std::min<std::int32_t>(CommonBlocks(chain, s->chain), static_cast<std::int32_t>(s->blocks.size()));
     if (DeviceReusable(r)) u.device = common;
-    else if (common > 0) ++u.skips;
+    else if (common > 0) u.declined = true;
   }
   if (u.device == 0 && config_.ablation.hkvr && r.call.continuation) {
-    const std::int32_t found = HostBlocks(r);
-    if (HostRestorable(r)) u.host = found;
-    else if (found > 0) ++u.skips;
+    u.host = HostBlocks(r);
+    u.declined = u.declined || r.host_probe_declined;
   }
   return u;
 }
@@ -94,13 +117,13 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
     return true;
   }
   const Reuse u = FindReuse(r);
-  counters_.restore_skips += u.skips;
   Session& s = AddSession(r);
   const auto chain = r.prompt_chain(bt);
   const std::int32_t device = u.device;
   // Admission touches the restored blocks, so the registry's LRU sees the use.
+  const BlockChain host_chain = HostChain(r);
   const std::int32_t host =
-      u.host > 0 ? std::min(u.host, hkvr_.Lookup(m.id, chain.first(static_cast<std::size_t>(u.host)), now)) : 0;
+      u.host > 0 ? std::min(u.host, hkvr_.Lookup(m.id, host_chain.first(static_cast<std::size_t>(u.host)), now)) : 0;
   const auto total = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
                      m.recurrent_blocks;
   // Keep the matched device blocks (radix sharing), free the rest.
@@ -120,12 +143,14 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   sessions_.MarkDirty(s);
 
   std::int64_t cached = static_cast<std::int64_t>(device > 0 ? device : host) * bt;
+  if (device == 0 && host > 0 && Hybrid(r)) cached = r.call.state_tokens;  // restored to the state's point
   cached = std::min(cached, r.call.prompt_tokens - 1);  // the last token is always computed
   r.source = device > 0 ? KvSource::kDevice : host > 0 ? KvSource::kHost : KvSource::kRecompute;
+  if (r.source == KvSource::kRecompute && u.declined) ++counters_.restore_skips;
   r.reused = cached;
   r.admitted = now;
   if (host > 0) {
-    hkvr_.Pin(m.id, chain, host);
+    hkvr_.Pin(m.id, host_chain, host);
     r.pinned_host_blocks = host;
   }
   item = PrefillItem{r.call.prompt_tokens - cached, cached, host > 0 ? cached : 0, Seq(r)};

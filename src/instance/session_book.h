@@ -33,6 +33,7 @@ struct InstanceSession {
   ChainOwner owner = 0;     // its chains' owner in the host registry
   std::int32_t model = -1;  // model whose device KV `blocks` hold
   std::vector<PrefixHash> chain;
+  PrefixHash partial = 0;  // a hybrid context's partial last block, checkpointed with the chain (0: none)
   std::vector<BlockId> blocks;
   bool busy = false;
   TimePoint last_use;
@@ -49,6 +50,9 @@ struct InstanceSession {
   std::int32_t device_index = -1;  // its place among the device holders, -1 when it holds no blocks
   std::list<InstanceSession*>::iterator by_use;  // its place in the use order
   std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
+
+  // The chain its host checkpoint registers.
+  BlockChain host_chain() const { return partial != 0 ? BlockChain(chain, partial) : BlockChain(chain); }
 };
 
 class SessionBook {

@@ -150,8 +150,8 @@ void Instance::TakeHostDrops() {
     // The drop shortens the session's host prefix only if its chain ran
     // through the blocks that went, and only if the prefix reached them.
     const auto cut = static_cast<std::size_t>(d.start + d.kept);
-    if (s.model < 0 || models_[static_cast<std::size_t>(s.model)]->id != d.model || cut >= s.chain.size() ||
-        s.chain[cut] != d.dropped || s.host_blocks <= d.start + d.kept) {
+    if (s.model < 0 || models_[static_cast<std::size_t>(s.model)]->id != d.model || cut >= s.host_chain().size() ||
+        s.host_chain()[cut] != d.dropped || s.host_blocks <= d.start + d.kept) {
       continue;
     }
     s.host_blocks = d.start + d.kept;
@@ -172,10 +172,10 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
       const ModelId id = models_[static_cast<std::size_t>(s.model)]->id;
       if (now < s.checkpoint_done) {
         // Copies in flight: report what has landed, look again next time.
-        host = hkvr_.Probe(id, s.chain);
+        host = hkvr_.Probe(id, s.host_chain());
         sessions_.MarkDirty(s);
       } else {
-        if (s.host_blocks < 0) s.host_blocks = hkvr_.Probe(id, s.chain);
+        if (s.host_blocks < 0) s.host_blocks = hkvr_.Probe(id, s.host_chain());
         host = s.host_blocks;
       }
       if (host > 0) {
@@ -204,7 +204,7 @@ std::int32_t Instance::StaleHostPrefixes(TimePoint now) const {
       return d.owner == HostKvRegistry::kAnyOwner || d.owner == s.owner;
     });
     if (pending) return;  // the next snapshot takes these drops first
-    if (hkvr_.Probe(models_[static_cast<std::size_t>(s.model)]->id, s.chain) != s.host_blocks) ++stale;
+    if (hkvr_.Probe(models_[static_cast<std::size_t>(s.model)]->id, s.host_chain()) != s.host_blocks) ++stale;
   });
   return stale;
 }

@@ -1,5 +1,7 @@
 #include "memory/block_hashes.h"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include "core/random.h"
@@ -31,6 +33,27 @@ void ExtendSessionChain(std::vector<PrefixHash>& chain, std::int64_t prefix_toke
     previous = Mix64(previous ^ Mix64(call ^ b));
     chain.push_back(previous);
   }
+}
+
+namespace {
+// Hashes name blocks; 0 is never one (BlockChain and callers may use it
+// as "none").
+PrefixHash NonZero(PrefixHash h) { return h == 0 ? 1 : h; }
+}  // namespace
+
+PrefixHash NamePartialSessionBlock(std::span<const PrefixHash> chain, std::int64_t context_tokens,
+                                   std::int32_t block_tokens, std::uint64_t token_seed, std::int32_t call_index) {
+  const PrefixHash previous = chain.empty() ? Mix64(token_seed) : chain.back();
+  const std::uint64_t call = Mix64(token_seed ^ Mix64(static_cast<std::uint64_t>(call_index) + 1));
+  const auto length = static_cast<std::uint64_t>(context_tokens % block_tokens);
+  return NonZero(Mix64(previous ^ Mix64(call ^ chain.size() ^ (length << 32))));
+}
+
+std::int32_t CommonBlocks(std::span<const PrefixHash> a, const BlockChain& b, std::size_t from) {
+  const std::size_t full = b.full().size() > from ? std::min(a.size(), b.full().size() - from) : 0;
+  auto m = static_cast<std::size_t>(CommonBlocks(a.first(full), b.full().subspan(std::min(from, b.full().size()), full)));
+  if (m == full && b.has_partial() && from + m == b.full().size() && m < a.size() && a[m] == b.partial()) ++m;
+  return static_cast<std::int32_t>(m);
 }
 
 std::int32_t CommonBlocks(std::span<const PrefixHash> a, std::span<const PrefixHash> b) {

@@ -32,7 +32,7 @@ std::int32_t HostKvRegistry::Segment::pinned() const {
 }
 
 template <typename Registry, typename OnMatch>
-std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, std::span<const PrefixHash> chain,
+std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, BlockChain chain,
                                        std::int32_t limit, OnMatch on_match) {
   limit = std::min<std::int32_t>(limit, static_cast<std::int32_t>(chain.size()));
   std::int32_t pos = 0;
@@ -42,7 +42,7 @@ std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, std::span<
     auto& s = it->second;  // const exactly when the registry is
     const auto n = static_cast<std::size_t>(std::min(s.size(), limit - pos));
     // The matched blocks are a prefix of the segment (hashes are cumulative).
-    const std::int32_t m = CommonBlocks(std::span(s.hashes).first(n), chain.subspan(static_cast<std::size_t>(pos), n));
+    const std::int32_t m = CommonBlocks(std::span(s.hashes).first(n), chain, static_cast<std::size_t>(pos));
     if (m == 0) break;  // a segment starts with its key block, so m >= 1; never loop in place
     if (!on_match(s, pos, m)) break;
     pos += m;  // a partial match continues in the branch that starts here, if any
@@ -50,7 +50,7 @@ std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, std::span<
   return pos;
 }
 
-std::int32_t HostKvRegistry::Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
+std::int32_t HostKvRegistry::Walk(ModelId model, BlockChain chain, std::int32_t limit,
                                   std::vector<Match>& out) {
   out.clear();
   return WalkChain(*this, model, chain, limit, [&](Segment& s, std::int32_t start, std::int32_t blocks) {
@@ -128,7 +128,7 @@ bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
 }
 
 HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
-    ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks, std::int64_t block_bytes,
+    ModelId model, BlockChain chain, std::int32_t blocks, std::int64_t block_bytes,
     std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s, ChainOwner owner) {
   CheckpointResult r;
   blocks = std::min<std::int32_t>(blocks, static_cast<std::int32_t>(chain.size()));
@@ -154,14 +154,13 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
       with_tail = false;
     }
     if (n > 0) {
-      const auto from = chain.begin() + present;
       Segment* grow = Extendable(model, chain, present, block_bytes, with_tail ? tail_bytes : 0, owner);
       if (grow == nullptr) {
-        auto [it, inserted] = segments_.try_emplace(Key{model, *from});
+        auto [it, inserted] = segments_.try_emplace(Key{model, chain[static_cast<std::size_t>(present)]});
         TALARIA_CHECK(inserted, "a chain walk stopped at a block that starts a segment");
         grow = &it->second;
         grow->model = model;
-        grow->first = *from;
+        grow->first = chain[static_cast<std::size_t>(present)];
         grow->start = present;
         grow->block_bytes = block_bytes;
         grow->owner = owner;
@@ -170,7 +169,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
       Segment& s = *grow;
       if (s.hashes.empty()) s.hashes.reserve(static_cast<std::size_t>(n));  // a new segment: one allocation
       s.flight_first = s.size();
-      s.hashes.insert(s.hashes.end(), from, from + n);
+      for (std::int32_t i = present; i < present + n; ++i) s.hashes.push_back(chain[static_cast<std::size_t>(i)]);
       s.tail_bytes = with_tail ? tail_bytes : 0;
       // Back to back on the D2H engine; the last block carries the tail.
       s.flight_start = t;
@@ -191,7 +190,7 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   return r;
 }
 
-HostKvRegistry::Segment* HostKvRegistry::Extendable(ModelId model, std::span<const PrefixHash> chain,
+HostKvRegistry::Segment* HostKvRegistry::Extendable(ModelId model, BlockChain chain,
                                                     std::int32_t present, std::int64_t block_bytes,
                                                     std::int64_t tail_bytes, ChainOwner owner) {
   // The owner's own segment that the chain's registered part ends with, if
@@ -238,7 +237,7 @@ TimePoint HostKvRegistry::DrainModel(ModelId model, TimePoint now) {
   return done;
 }
 
-std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now) {
+std::int32_t HostKvRegistry::Lookup(ModelId model, BlockChain chain, TimePoint now) {
   CompleteCopies(now);
   Walk(model, chain, static_cast<std::int32_t>(chain.size()), walk_);
   std::int32_t found = 0;
@@ -255,7 +254,7 @@ std::int32_t HostKvRegistry::Lookup(ModelId model, std::span<const PrefixHash> c
   return found;
 }
 
-std::int32_t HostKvRegistry::Probe(ModelId model, std::span<const PrefixHash> chain) const {
+std::int32_t HostKvRegistry::Probe(ModelId model, BlockChain chain) const {
   std::int32_t found = 0;
   WalkChain(*this, model, chain, static_cast<std::int32_t>(chain.size()),
             [&](const Segment& s, std::int32_t, std::int32_t blocks) {
@@ -266,12 +265,24 @@ std::int32_t HostKvRegistry::Probe(ModelId model, std::span<const PrefixHash> ch
   return found;
 }
 
-void HostKvRegistry::Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
+bool HostKvRegistry::HoldsTail(ModelId model, BlockChain chain) const {
+  if (chain.empty()) return false;
+  bool tail = false;
+  const std::int32_t found = WalkChain(*this, model, chain, static_cast<std::int32_t>(chain.size()),
+                                       [&](const Segment& s, std::int32_t, std::int32_t blocks) {
+                                         // A segment starts at the chain block that keys it.
+                                         tail = blocks == s.size() && s.published == s.size() && s.tail_bytes > 0;
+                                         return s.published >= blocks;
+                                       });
+  return tail && static_cast<std::size_t>(found) == chain.size();
+}
+
+void HostKvRegistry::Pin(ModelId model, BlockChain chain, std::int32_t blocks) {
   TALARIA_CHECK(Walk(model, chain, blocks, walk_) == blocks, "pinning a block the registry does not hold");
   for (const Match& m : walk_) m.segment->pins.push_back(m.blocks);
 }
 
-void HostKvRegistry::Unpin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks) {
+void HostKvRegistry::Unpin(ModelId model, BlockChain chain, std::int32_t blocks) {
   TALARIA_CHECK(Walk(model, chain, blocks, walk_) == blocks, "unpinning a block the registry does not hold");
   for (const Match& m : walk_) {
     auto& pins = m.segment->pins;

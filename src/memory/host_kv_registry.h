@@ -40,10 +40,10 @@
 #include <absl/container/node_hash_map.h>
 
 #include "core/time.h"
+#include "memory/block_chain.h"
 
 namespace talaria {
 
-using PrefixHash = std::uint64_t;
 using ModelId = std::int32_t;
 // Who checkpoints a chain (an instance's session); 0: nobody in particular.
 using ChainOwner = std::uint64_t;
@@ -80,7 +80,7 @@ class HostKvRegistry {
   // another on the D2H engine at `d2h_bytes_per_s`, starting no earlier than
   // `now` or the end of the engine's previous copy. `tail_bytes` is added to
   // the last block (a hybrid model's recurrent state).
-  CheckpointResult Checkpoint(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks,
+  CheckpointResult Checkpoint(ModelId model, BlockChain chain, std::int32_t blocks,
                               std::int64_t block_bytes, std::int64_t tail_bytes, TimePoint now,
                               double d2h_bytes_per_s, ChainOwner owner = 0);
 
@@ -94,16 +94,21 @@ class HostKvRegistry {
 
   // Longest published prefix of `chain` for `model`, in blocks. Touches the
   // matched segments (LRU).
-  std::int32_t Lookup(ModelId model, std::span<const PrefixHash> chain, TimePoint now);
+  std::int32_t Lookup(ModelId model, BlockChain chain, TimePoint now);
 
   // Like Lookup, without completing copies or touching the LRU order: what
   // a telemetry snapshot reports.
-  std::int32_t Probe(ModelId model, std::span<const PrefixHash> chain) const;
+  std::int32_t Probe(ModelId model, BlockChain chain) const;
+
+  // Whether `chain` is registered and published whole and its last block
+  // still carries a checkpoint's tail bytes (a hybrid model's recurrent
+  // state at exactly that point).
+  bool HoldsTail(ModelId model, BlockChain chain) const;
 
   // Restore DMA: pins the first `blocks` of `chain` so eviction cannot free
   // them; Unpin when the copy completes.
-  void Pin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
-  void Unpin(ModelId model, std::span<const PrefixHash> chain, std::int32_t blocks);
+  void Pin(ModelId model, BlockChain chain, std::int32_t blocks);
+  void Unpin(ModelId model, BlockChain chain, std::int32_t blocks);
 
   // Changes whenever the set of published blocks may have changed (a copy
   // completed, a block was evicted): callers may cache Probe results
@@ -191,16 +196,16 @@ class HostKvRegistry {
   // Walks `chain` (its first `limit` blocks) through the segments of `model`
   // into `out`; returns the blocks matched. Changes nothing itself; the
   // matches point at the segments for callers that then touch or pin.
-  std::int32_t Walk(ModelId model, std::span<const PrefixHash> chain, std::int32_t limit,
+  std::int32_t Walk(ModelId model, BlockChain chain, std::int32_t limit,
                     std::vector<Match>& out);
   // The walk itself, for a const or a mutable registry: calls
   // on_match(segment, start, blocks) for each segment the chain runs
   // through, in chain order, until it returns false.
   template <typename Registry, typename OnMatch>
-  static std::int32_t WalkChain(Registry& self, ModelId model, std::span<const PrefixHash> chain,
+  static std::int32_t WalkChain(Registry& self, ModelId model, BlockChain chain,
                                 std::int32_t limit, OnMatch on_match);
   // The segment a checkpoint's new blocks can be appended to, or null.
-  Segment* Extendable(ModelId model, std::span<const PrefixHash> chain, std::int32_t present,
+  Segment* Extendable(ModelId model, BlockChain chain, std::int32_t present,
                       std::int64_t block_bytes, std::int64_t tail_bytes, ChainOwner owner);
   // Evicts until `bytes` more fit; false if they cannot.
   bool MakeRoom(std::int64_t bytes);

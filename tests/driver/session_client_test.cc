@@ -87,6 +87,42 @@ TEST(TraceSessionContextTest, FullReuseOnlyWhenThePrefixIsTheWholePreviousContex
   EXPECT_FALSE(s.Request(c2, 12).full_reuse);
 }
 
+// A hybrid model's state is checkpointed where each context ended; a call
+// names the latest such point inside its prefix, and the partial block it
+// ends in (the one its predecessor named as its context's).
+TEST(TraceSessionContextTest, ACallNamesTheLatestStatePointInsideItsPrefix) {
+  TraceSessionContext s;
+  const TraceCall c0 = Call(0, 200, 0, 50);  // context 250: 3 blocks of 64 and 58 tokens
+  s.Advance(c0, 64);
+  const CallRequest r0 = s.Request(c0, 0);
+  EXPECT_EQ(r0.state_tokens, 0);
+  EXPECT_NE(r0.context_partial, 0u);
+
+  const TraceCall c1 = Call(1, 300, 250, 20);  // reuses all 250: context 320, on a boundary
+  s.Advance(c1, 64);
+  const CallRequest r1 = s.Request(c1, 1);
+  EXPECT_EQ(r1.state_tokens, 250);
+  EXPECT_EQ(r1.state_partial, r0.context_partial);
+  EXPECT_EQ(r1.context_partial, 0u);
+
+  const TraceCall c2 = Call(2, 400, 320, 10);  // reuses all 320
+  s.Advance(c2, 64);
+  const CallRequest r2 = s.Request(c2, 2);
+  EXPECT_EQ(r2.state_tokens, 320);
+  EXPECT_EQ(r2.state_partial, 0u);  // on a boundary: the last full block carries it
+
+  const TraceCall c3 = Call(3, 500, 300, 10);  // history cut back to 300 tokens
+  s.Advance(c3, 64);
+  const CallRequest r3 = s.Request(c3, 3);
+  EXPECT_FALSE(r3.full_reuse);
+  EXPECT_EQ(r3.state_tokens, 250);  // c0's context end is the latest point inside
+  EXPECT_EQ(r3.state_partial, r0.context_partial);
+
+  const TraceCall c4 = Call(4, 600, 100, 10);  // cut back before any state point
+  s.Advance(c4, 64);
+  EXPECT_EQ(s.Request(c4, 4).state_tokens, 0);
+}
+
 TEST(ReleaseRuleTest, TheRecordedGapIsCappedAndTheUncappedOneWins) {
   ReleaseRule rule;
   rule.gap_cap_s = 10;

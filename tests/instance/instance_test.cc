@@ -390,6 +390,27 @@ TEST(ColdInstanceTest, HybridPartialReuseIsARestoreSkip) {
   EXPECT_GE(h.instance().counters().restore_skips, 1);
 }
 
+// A hybrid model's host checkpoint holds the state at the context's end,
+// with the partial block it ends in: a continuation that reuses the whole
+// context (not a multiple of a block) restores it after a switch away, and
+// one that cuts history back restores to the latest earlier context end.
+TEST(ColdInstanceTest, HybridStateRestoresFromHostAtTheContextEnd) {
+  Harness h(Cold({"h", "n"}), {testing::TinyProfile("h", AttentionFamily::kHybrid), testing::TinyProfile("n")});
+  h.Warmup("h");
+  h.Run({{0, "a", 0, "h", 600, 0, 10},       // context 610: 9 blocks of 64 and 34 tokens
+         {0.7, "x", 0, "n", 100, 0, 1},      // h switches away: a's KV leaves the device
+         {2.5, "a", 1, "h", 700, 610, 10},   // the whole context: restored to its end
+         {5.0, "y", 0, "n", 100, 0, 1},
+         {7.0, "a", 2, "h", 800, 650, 1}});  // history cut back to 650: a1's end is 720
+  const CallRecord& a1 = h.Finished("a1");
+  EXPECT_EQ(a1.kv_source, KvSource::kHost);
+  EXPECT_EQ(a1.reused_tokens, 610);
+  const CallRecord& a2 = h.Finished("a2");
+  EXPECT_EQ(a2.kv_source, KvSource::kHost);
+  EXPECT_EQ(a2.reused_tokens, 610);  // a0's end, the latest state point inside 650
+  EXPECT_EQ(h.instance().counters().restore_skips, 0);
+}
+
 // Eq.4: when T_TPOT <= t_D the decode target is infeasible and reported.
 TEST(ColdInstanceTest, InfeasibleTpotIsReportedNotHidden) {
   InstanceConfig c = Cold({"m"});

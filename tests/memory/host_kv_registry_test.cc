@@ -228,6 +228,35 @@ TEST(HostKvRegistryTest, EvictionTrimsTheLeastRecentChainAcrossItsSegments) {
   EXPECT_EQ(hkvr.evicted_blocks(), 3);
 }
 
+// A checkpoint that ends in a partial block (a hybrid model's state at the
+// context's end) is found whole only by a chain that ends in that same
+// partial block; the state is held exactly there, and eviction, which trims
+// the tail, takes it first.
+TEST(HostKvRegistryTest, APartialLastBlockCarriesTheStateAndIsFoundOnlyByName) {
+  const auto full = Chain(31, 64 * 4);
+  const PrefixHash partial = NamePartialSessionBlock(full, 64 * 4 + 10, 64, 31, 0);
+  const BlockChain checkpoint(full, partial);
+  HostKvRegistry hkvr(600);  // the checkpoint takes 550
+  hkvr.Checkpoint(0, checkpoint, 5, 100, 50, AtSeconds(0), kRate, /*owner=*/1);
+  EXPECT_FALSE(hkvr.HoldsTail(0, checkpoint));  // copies in flight
+  EXPECT_EQ(hkvr.Lookup(0, checkpoint, AtSeconds(1)), 5);
+  EXPECT_TRUE(hkvr.HoldsTail(0, checkpoint));
+  EXPECT_FALSE(hkvr.HoldsTail(0, BlockChain(full)));  // the state is not at block 4's end
+  EXPECT_FALSE(hkvr.HoldsTail(0, BlockChain(std::span(full).first(2))));
+  // Another partial block at that position (another context's end) is not it.
+  const BlockChain other(full, NamePartialSessionBlock(full, 64 * 4 + 11, 64, 31, 0));
+  EXPECT_EQ(hkvr.Probe(0, other), 4);
+  EXPECT_FALSE(hkvr.HoldsTail(0, other));
+  // A later call's full block there does not match the partial one either.
+  std::vector<PrefixHash> longer = full;
+  ExtendSessionChain(longer, 64 * 4 + 10, 64 * 6, 64, 31, 1);
+  EXPECT_EQ(hkvr.Probe(0, longer), 4);
+  // Room for another block takes the partial block (with the state) first.
+  hkvr.Checkpoint(0, Chain(32, 64), 1, 100, 0, AtSeconds(2), kRate, /*owner=*/2);
+  EXPECT_EQ(hkvr.Lookup(0, checkpoint, AtSeconds(3)), 4);
+  EXPECT_FALSE(hkvr.HoldsTail(0, checkpoint));
+}
+
 TEST(BlockHashesTest, SessionChainSharesExactlyTheFullPrefixBlocks) {
   std::vector<PrefixHash> chain;
   ExtendSessionChain(chain, 0, 1000, 64, 42, 0);  // call 0: 1000-token context
