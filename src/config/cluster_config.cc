@@ -113,6 +113,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("ttft_target_s", ic.ttft_target_s, 0.01, 1e5);
       r.Optional("tpot_target_s", ic.tpot_target_s, 1e-4, 1e3);
       r.Optional("gamma", ic.gamma, 0.01, 0.999);
+      r.Optional("switches_in_round_budget", ic.switches_in_round_budget);
       r.Optional("min_prefill_budget_s", ic.min_prefill_budget_s, 0, 1e4);
       r.Optional("sp_max_batch", ic.sp_max_batch, 1, 1 << 16);
       r.Optional("slot_hold_s", ic.slot_hold_s, 0, 1e4);

@@ -50,6 +50,11 @@ struct InstanceConfig {
   double ttft_target_s = 20.0;  // assumption: T_TTFT; the paper's Talaria TTFT p95 is 14.2 s
   double tpot_target_s = 0.25;  // assumption: average time per output token T_TPOT
   double gamma = 0.9;           // Eq.5 safety margin, gamma < 1
+  // Eq.3/Eq.5 read literally: the round's predicted switches come off
+  // gamma * T_TTFT before its slots share it. false: the slots share
+  // gamma * T_TTFT and the switches lengthen the round (measured better on
+  // every shipped testbed: docs/reproduction.md, "Round budgets").
+  bool switches_in_round_budget = false;
   // A slot always has room for its protected decode plus this much prefill,
   // even when switches eat the round (the overrun is deadline risk).
   double min_prefill_budget_s = 1.0;  // assumption

@@ -35,10 +35,13 @@ void Instance::OpenSlot(TimePoint now) {
     return;
   }
   // Eq.3/Eq.5: the round R = sum of slots + sum of switches should stay
-  // within gamma * T_TTFT. Each model with work gets an equal share of that
-  // bound as its slot; when the predicted switches push R past the bound,
-  // the overrun is reported as deadline risk rather than hidden by shrinking
-  // slots below what protected decode and prefill need.
+  // within gamma * T_TTFT. Each model with work gets an equal share of the
+  // bound as its slot: of what its predicted switches (one into each model
+  // with work) leave, with switches_in_round_budget (the paper's reading);
+  // of all of it otherwise, the switches then lengthening the round, which
+  // is reported as deadline risk. A slot is never shrunk below what
+  // protected decode and a minimum prefill need: that overrun is reported
+  // too, not hidden.
   std::int32_t with_work = 0;
   double switches_s = 0;
   for (const auto& other : models_) {
@@ -49,8 +52,12 @@ void Instance::OpenSlot(TimePoint now) {
   with_work = std::max(with_work, 1);
   if (with_work == 1) switches_s = 0;
   const double round_s = config_.gamma * config_.ttft_target_s;
-  slot_budget_s_ = round_s / with_work;
-  if (slot_budget_s_ * with_work + switches_s > round_s) ++counters_.deadline_risk;
+  if (config_.switches_in_round_budget) {
+    slot_budget_s_ = std::max(0.0, round_s - switches_s) / with_work;
+  } else {
+    slot_budget_s_ = round_s / with_work;
+    if (switches_s > 0) ++counters_.deadline_risk;
+  }
   // Eq.4: d_m (T_TPOT - t_D) >= U_m = R - d_m t_D, i.e. d_m >= R / T_TPOT.
   std::int32_t batch = 0;
   std::int64_t context = 0;

@@ -239,6 +239,31 @@ TEST(ColdInstanceTest, SlotBudgetEndsTheSlotAndRoundRobinSwitches) {
   EXPECT_TRUE(h.Done("x0"));
 }
 
+// Eq.3/Eq.5 read literally (switches_in_round_budget): the round includes
+// its switches, so the predicted switch time comes off gamma * T_TTFT before
+// the slots share it: 3.6 s less two 1 s H2D switches leaves 0.8 s per
+// slot. Otherwise each slot gets 1.8 s and the round overruns by its
+// switches (deadline risk).
+TEST(ColdInstanceTest, PredictedSwitchesComeOffTheRoundBudgetWhenConfigured) {
+  for (bool in_budget : {true, false}) {
+    SCOPED_TRACE(in_budget);
+    InstanceConfig c = Cold({"m", "n"}, {.sp = true, .hkvr = true, .d2d_staging = false});
+    c.ttft_target_s = 4.0;  // round 3.6 s
+    c.tpot_target_s = 0.5;  // protected decode 8 iterations = 0.08 s
+    c.min_prefill_budget_s = 0;
+    c.switches_in_round_budget = in_budget;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    h.Run({{0, "a", 0, "m", 100, 0, 1000}, {0, "x", 0, "n", 100, 0, 1}});
+    ASSERT_FALSE(h.switches().empty());
+    EXPECT_EQ(h.switches()[0].to, "n");
+    const double slot = in_budget ? 0.8 : 1.8;
+    EXPECT_GE(h.switches()[0].start, AtSeconds(slot));
+    EXPECT_LE(h.switches()[0].start, AtSeconds(slot + 0.011));  // the decode step that crosses it
+    EXPECT_EQ(h.instance().counters().deadline_risk > 0, !in_budget);
+  }
+}
+
 // Over max_resident, a switch closes the outgoing model even while it still
 // has work (a0, swapped out at the end of m's slot): its weights do not fit
 // beside n's, so the switch back to m opens it again (and closes n, idle by
