@@ -19,15 +19,21 @@ struct GenArgs {
   std::string preset = "characterization";
   GeneratorOptions options;
   std::string models;
+  double calls_p50 = 11, calls_p95 = 49, calls_max = 187;
   std::string output = "-";
 };
+
+std::string PresetList() {
+  std::string s;
+  for (const auto& n : PresetNames()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
 
 void RunGen(GenArgs& a, CLI::App& cmd) {
   // The preset fills the defaults; flags the user gave override them.
   GeneratorOptions o;
   if (!PresetOptions(a.preset, o)) {
-    throw InputError("--preset", "unknown preset '" + a.preset +
-                                     "' (choose characterization, swe-fixed or router)");
+    throw InputError("--preset", "unknown preset '" + a.preset + "' (choose " + PresetList() + ")");
   }
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   if (given("--sessions")) o.sessions = a.options.sessions;
@@ -37,6 +43,19 @@ void RunGen(GenArgs& a, CLI::App& cmd) {
   if (given("--session-rate")) o.session_rate_per_s = a.options.session_rate_per_s;
   if (given("--long-gap-probability")) o.long_gap_probability = a.options.long_gap_probability;
   if (given("--max-context")) o.max_context_tokens = a.options.max_context_tokens;
+  if (given("--burst-size")) o.burst_size = a.options.burst_size;
+  if (given("--gap-p50")) o.gap_p50_s = a.options.gap_p50_s;
+  if (given("--gap-p95")) o.gap_p95_s = a.options.gap_p95_s;
+  if (given("--first-prompt-p50")) o.first_prompt_p50_tokens = a.options.first_prompt_p50_tokens;
+  if (given("--tool-result-p50")) o.tool_result_p50_tokens = a.options.tool_result_p50_tokens;
+  if (given("--output-p50")) o.output_p50_tokens = a.options.output_p50_tokens;
+  if (given("--calls-p50") || given("--calls-p95") || given("--calls-max")) {
+    // Unset ones keep the preset's.
+    const auto& d = o.calls_per_session;
+    o.calls_per_session = CallsPerSession(given("--calls-p50") ? a.calls_p50 : d[1].value,
+                                          given("--calls-p95") ? a.calls_p95 : d[2].value,
+                                          given("--calls-max") ? a.calls_max : d.back().value);
+  }
   if (given("--models")) {
     o.models.clear();
     std::size_t start = 0;
@@ -107,7 +126,9 @@ void AddTraceCommand(CLI::App& app) {
   gen->add_option("--preset", gen_args->preset,
                   "characterization: independent sessions shaped like §2.1; swe-fixed: 10 "
                   "tasks x 3 models, 960 calls, 10 s gap cap; router: its first 4 calls per "
-                  "session on the TP=4 models")
+                  "session on the TP=4 models; workload families (60 sessions at 0.5/s, "
+                  "docs/trace-format.md): agent-short, long-gap-tools, chat-paced, burst, "
+                  "flat-popularity, steep-popularity")
       ->capture_default_str();
   gen->add_option("--sessions", gen_args->options.sessions,
                   "sessions to generate (characterization preset)")
@@ -133,6 +154,30 @@ void AddTraceCommand(CLI::App& app) {
   gen->add_option("--max-context", gen_args->options.max_context_tokens,
                   "compact a session's context before it exceeds this many tokens "
                   "(swe-fixed and router: 120000)")
+      ->capture_default_str();
+  gen->add_option("--burst-size", gen_args->options.burst_size,
+                  "sessions that start together; bursts arrive at session-rate / burst-size (burst: 20)")
+      ->capture_default_str();
+  gen->add_option("--gap-p50", gen_args->options.gap_p50_s,
+                  "tool gap median, seconds (log-normal through p50 and p95; long-gap-tools: 2.5, "
+                  "chat-paced: 45)")
+      ->capture_default_str();
+  gen->add_option("--gap-p95", gen_args->options.gap_p95_s,
+                  "tool gap 95th percentile, seconds (long-gap-tools: 20, chat-paced: 240)")
+      ->capture_default_str();
+  gen->add_option("--calls-p50", gen_args->calls_p50, "calls per session, median")->capture_default_str();
+  gen->add_option("--calls-p95", gen_args->calls_p95, "calls per session, 95th percentile")
+      ->capture_default_str();
+  gen->add_option("--calls-max", gen_args->calls_max, "calls per session, most")->capture_default_str();
+  gen->add_option("--first-prompt-p50", gen_args->options.first_prompt_p50_tokens,
+                  "first prompt median, tokens (long-gap-tools: 40000, chat-paced: 1500)")
+      ->capture_default_str();
+  gen->add_option("--tool-result-p50", gen_args->options.tool_result_p50_tokens,
+                  "tokens a continuation adds to the reused context, median: the context's growth "
+                  "(chat-paced: 150)")
+      ->capture_default_str();
+  gen->add_option("--output-p50", gen_args->options.output_p50_tokens,
+                  "output tokens per call, median (chat-paced: 300)")
       ->capture_default_str();
   gen->add_option("-o,--output", gen_args->output, "output file, - for standard output")
       ->capture_default_str();

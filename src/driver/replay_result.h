@@ -42,7 +42,9 @@ struct ReplayResult {
   std::int64_t continuations = 0;
   std::int64_t same_instance_returns = 0;
   std::int64_t residency_hits = 0;   // placed where the model was already open
-  std::int64_t avoidable_opens = 0;  // placed where it was not, though another instance had it
+  // Opens of a model while another instance had it open (at placement or
+  // forced later, when a model closed with work queued opens again).
+  std::int64_t avoidable_opens = 0;
   std::int64_t rejected = 0;
   std::map<std::string, std::int64_t> rejected_by_reason;  // no-instance, stale, admission
   Sample returning_ttft_s;

@@ -197,6 +197,18 @@ class Driver final : public InstanceEvents {
   }
 
   void OnSwitch(const SwitchRecord& rec) override {
+    // An open (the model's weights were not resident) is avoidable when
+    // another instance has the model open as it starts: whether a placement
+    // caused it or the model was closed with work queued and had to come
+    // back later.
+    if (rec.opened) {
+      for (const auto& other : instances_) {
+        if (other->name() != rec.instance && other->Resident(rec.to)) {
+          ++result_.avoidable_opens;
+          break;
+        }
+      }
+    }
     result_.switch_ms.Add(rec.timing.total_s() * 1e3);
     ++result_.switch_paths[ToString(rec.path)];
     if (switches_out_.is_open()) {
@@ -320,19 +332,7 @@ class Driver final : public InstanceEvents {
     }
     run.lease_hit = d.lease_hit;
     run.opened_model = !inst.Resident(c.model);
-    if (inst.Resident(c.model)) {
-      ++result_.residency_hits;
-      pending_opens_.erase({d.instance, c.model});
-    } else if (pending_opens_.insert({d.instance, c.model}).second) {
-      // This placement makes the instance open the model (counted once per
-      // open): avoidable when another instance already has it open.
-      for (std::size_t j = 0; j < instances_.size(); ++j) {
-        if (static_cast<std::int32_t>(j) != d.instance && instances_[j]->Resident(c.model)) {
-          ++result_.avoidable_opens;
-          break;
-        }
-      }
-    }
+    if (inst.Resident(c.model)) ++result_.residency_hits;
     s.last_instance = d.instance;
     run.instance = d.instance;
     inst.Enqueue(s.context.Request(c, static_cast<std::int64_t>(call)), now_);
@@ -402,7 +402,6 @@ class Driver final : public InstanceEvents {
   EventTimer timer_{events_};
   std::unique_ptr<ControlPlane> control_;
   InstanceTelemetry telemetry_;  // one buffer for every heartbeat's snapshot
-  std::set<std::pair<std::int32_t, std::string>> pending_opens_;  // placed, not yet open
   TimePoint now_{};
   std::int32_t block_tokens_ = 64;
   double next_progress_s_ = 60.0;

@@ -120,11 +120,12 @@ std::size_t ZipfPick(Rng& rng, std::size_t n, double s) {
   return n - 1;
 }
 
-std::vector<double> SessionStarts(Rng& rng, std::size_t n, double rate_per_s) {
+std::vector<double> SessionStarts(Rng& rng, std::size_t n, double rate_per_s, std::int32_t burst = 1) {
   std::vector<double> starts(n, 0.0);
   double t = 0;
+  const auto b = static_cast<std::size_t>(std::max(1, burst));
   for (std::size_t i = 0; i < n && rate_per_s > 0; ++i) {
-    if (i > 0) t += rng.Exponential(1.0 / rate_per_s);
+    if (i > 0 && i % b == 0) t += rng.Exponential(static_cast<double>(b) / rate_per_s);
     starts[i] = RoundMs(t);
   }
   return starts;
@@ -139,8 +140,24 @@ void CheckOptions(const GeneratorOptions& o) {
   }
   if (o.zipf_s < 0) p.Add("--zipf", "must be >= 0");
   if (o.session_rate_per_s < 0) p.Add("--session-rate", "must be >= 0");
+  if (o.burst_size < 1) p.Add("--burst-size", "must be at least 1");
+  const auto& d = o.calls_per_session;
+  if (d.size() < 2 || d.front().q != 0.0 || d.back().q != 1.0 || d.front().value < 1) {
+    p.Add("--calls-p50/--calls-p95/--calls-max", "need 1 <= p50 <= p95 <= max");
+  }
+  for (std::size_t i = 1; i < d.size(); ++i) {
+    if (d[i].q <= d[i - 1].q || d[i].value < d[i - 1].value) {
+      p.Add("--calls-p50/--calls-p95/--calls-max", "need 1 <= p50 <= p95 <= max");
+      break;
+    }
+  }
+  if (o.first_prompt_p50_tokens < 1 || o.first_prompt_sigma < 0) {
+    p.Add("--first-prompt-p50", "must be at least 1 token (sigma >= 0)");
+  }
+  if (o.tool_result_p50_tokens < 1) p.Add("--tool-result-p50", "must be at least 1 token");
+  if (o.output_p50_tokens < 1) p.Add("--output-p50", "must be at least 1 token");
   if (o.gap_cap_s < 0) p.Add("--gap-cap", "must be >= 0");
-  if (o.gap_p50_s <= 0 || o.gap_p95_s < o.gap_p50_s) p.Add("gaps", "need 0 < p50 <= p95");
+  if (o.gap_p50_s <= 0 || o.gap_p95_s < o.gap_p50_s) p.Add("--gap-p50/--gap-p95", "need 0 < p50 <= p95");
   if (o.long_gap_probability < 0 || o.long_gap_probability > 1) {
     p.Add("--long-gap-probability", "must be in [0, 1]");
   }
@@ -179,7 +196,8 @@ Trace GenerateSessions(const GeneratorOptions& o) {
   CheckOptions(o);
   Rng rng(o.seed);
   const LogQuantileCurve depth(o.calls_per_session);
-  const auto starts = SessionStarts(rng, static_cast<std::size_t>(o.sessions), o.session_rate_per_s);
+  const auto starts =
+      SessionStarts(rng, static_cast<std::size_t>(o.sessions), o.session_rate_per_s, o.burst_size);
   Trace trace;
   for (std::int32_t i = 0; i < o.sessions; ++i) {
     Rng session_rng = rng.Fork(static_cast<std::uint64_t>(i));
@@ -266,9 +284,71 @@ Trace RoutingSubset(const Trace& fixed, std::int32_t calls_per_session,
   return trace;
 }
 
+std::vector<QuantilePoint> CallsPerSession(double p50, double p95, double max) {
+  return {{0.0, 1}, {0.5, p50}, {0.95, p95}, {1.0, max}};
+}
+
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> names = {
+      "characterization", "swe-fixed",  "router",          "agent-short",
+      "long-gap-tools",   "chat-paced", "burst",           "flat-popularity",
+      "steep-popularity"};
+  return names;
+}
+
 bool PresetOptions(const std::string& name, GeneratorOptions& o) {
   if (name == "characterization") {
     o.sessions = 445;
+    return true;
+  }
+  // The workload families: independent sessions arriving as a Poisson
+  // stream (0.5 sessions/s unless a flag says otherwise), each family
+  // changing one aspect of the agent shape.
+  const bool family = name == "agent-short" || name == "long-gap-tools" || name == "chat-paced" ||
+                      name == "burst" || name == "flat-popularity" || name == "steep-popularity";
+  if (family) {
+    o.sessions = 60;
+    o.session_rate_per_s = 0.5;
+    o.max_context_tokens = 120000;  // within every shipped model's window
+  }
+  if (name == "agent-short" || name == "flat-popularity" || name == "steep-popularity") {
+    // The characterization's shape (§2.1): sub-second tool gaps, deep sessions.
+    o.zipf_s = name == "flat-popularity" ? 0.0 : name == "steep-popularity" ? 2.0 : 1.0;
+    return true;
+  }
+  if (name == "long-gap-tools") {
+    // Tools that run for seconds (builds, test suites, browsing): gaps p50
+    // 2.5 s, p95 20 s; short sessions (at most 6 calls) on large first
+    // prompts (32-48K tokens: repository context).
+    o.gap_p50_s = 2.5;
+    o.gap_p95_s = 20.0;
+    o.long_gap_probability = 0.01;
+    o.calls_per_session = CallsPerSession(3, 6, 6);
+    o.first_prompt_p50_tokens = 40000;
+    o.first_prompt_sigma = 0.11;  // p5..p95 = 33.4K..48K
+    return true;
+  }
+  if (name == "chat-paced") {
+    // A person at the other end: minutes between calls (capped at 5 min),
+    // short prompts that grow by a message, longer answers.
+    o.gap_p50_s = 45.0;
+    o.gap_p95_s = 240.0;
+    o.gap_cap_s = 300.0;
+    o.env_start_probability = 0.0;
+    o.calls_per_session = CallsPerSession(4, 15, 40);
+    o.first_prompt_p50_tokens = 1500;
+    o.first_prompt_sigma = 0.8;
+    o.tool_result_p50_tokens = 150;
+    o.tool_result_sigma = 0.8;
+    o.session_growth_sigma = 0.3;
+    o.output_p50_tokens = 300;
+    o.output_sigma = 0.7;
+    o.session_rate_per_s = 0.2;
+    return true;
+  }
+  if (name == "burst") {
+    // Fan-out: an orchestrator starts 20 agents at once.
+    o.burst_size = 20;
     return true;
   }
   if (name == "swe-fixed" || name == "router") {
@@ -289,7 +369,6 @@ bool PresetOptions(const std::string& name, GeneratorOptions& o) {
 }
 
 Trace GeneratePreset(const std::string& name, const GeneratorOptions& options) {
-  if (name == "characterization") return GenerateSessions(options);
   if (name == "swe-fixed") return GenerateFixedReplay(options, 10, 320);
   if (name == "router") {
     // §5.1: the TP=4 routing testbed maps the three large models to
@@ -302,8 +381,9 @@ Trace GeneratePreset(const std::string& name, const GeneratorOptions& options) {
                           {"qwen3.5-122b-a10b", "qwen3.5-35b-a3b"}},
                          options.session_rate_per_s, options.seed);
   }
-  throw InputError("--preset", "unknown preset '" + name +
-                                   "' (choose characterization, swe-fixed or router)");
+  GeneratorOptions known;
+  if (!PresetOptions(name, known)) throw InputError("--preset", "unknown preset '" + name + "'");
+  return GenerateSessions(options);
 }
 
 }  // namespace talaria

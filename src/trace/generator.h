@@ -42,6 +42,9 @@ struct GeneratorOptions {
   std::uint64_t seed = 1;
   // Session starts: Poisson arrivals at this rate; 0 starts every session at t=0.
   double session_rate_per_s = 0.0;
+  // Sessions start in bursts of this many at once (the bursts arrive at
+  // session_rate_per_s / burst_size, so the mean rate is unchanged).
+  std::int32_t burst_size = 1;
   // Gaps above the cap are written as the cap (the original kept in
   // gap_uncapped_s); 0 means no cap.
   double gap_cap_s = 0.0;
@@ -102,10 +105,19 @@ Trace RoutingSubset(const Trace& fixed, std::int32_t calls_per_session,
                     const std::vector<std::pair<std::string, std::string>>& model_map,
                     double session_rate_per_s, std::uint64_t seed);
 
+// Calls per session as a quantile curve through p50, p95 and the maximum
+// (from 1 call at q = 0).
+std::vector<QuantilePoint> CallsPerSession(double p50, double p95, double max);
+
 // A named preset: "characterization" (445 sessions), "swe-fixed" (10 tasks x
 // 3 models, 960 calls, 10 s gap cap), "router" (120 calls over 30 sessions,
-// TP=4 models). Returns false for an unknown name.
+// TP=4 models), and the workload families the policies are checked on
+// (independent sessions, Poisson starts; docs/trace-format.md): "agent-short"
+// (the characterization's shape), "long-gap-tools", "chat-paced", "burst",
+// "flat-popularity", "steep-popularity". Returns false for an unknown name.
 bool PresetOptions(const std::string& name, GeneratorOptions& options);
+// Every preset name, in the order above.
+const std::vector<std::string>& PresetNames();
 Trace GeneratePreset(const std::string& name, const GeneratorOptions& options);
 
 }  // namespace talaria

@@ -131,6 +131,43 @@ TEST(GeneratorTest, SessionRateSpreadsStarts) {
   EXPECT_NEAR(last_start, 399 / 2.0, 30);  // Poisson: mean 199.5 s, sd ~10 s
 }
 
+// The workload families each change the shape they are named for.
+TEST(GeneratorTest, WorkloadFamiliesHaveTheirShapes) {
+  auto family = [](const std::string& name) {
+    GeneratorOptions o;
+    EXPECT_TRUE(PresetOptions(name, o)) << name;
+    o.sessions = 200;
+    return GeneratePreset(name, o);
+  };
+  const TraceStats agent = ComputeTraceStats(family("agent-short"));
+  const TraceStats tools = ComputeTraceStats(family("long-gap-tools"));
+  EXPECT_LE(tools.calls_per_session_max, 6);
+  EXPECT_NEAR(tools.gap_p50_s, 2.5, 0.6);
+  EXPECT_GT(tools.gap_p95_s, 12);
+  EXPECT_GT(tools.prompt_tokens_p50, 32000);
+  const TraceStats chat = ComputeTraceStats(family("chat-paced"));
+  EXPECT_GT(chat.gap_p50_s, 20);
+  EXPECT_LE(chat.gap_p95_s, 300);  // capped
+  EXPECT_LT(chat.prompt_tokens_p50, agent.prompt_tokens_p50 / 4);
+  EXPECT_NEAR(agent.gap_p50_s, 0.39, 0.1);
+  // A burst starts 20 sessions at the same time.
+  const Trace burst = family("burst");
+  std::map<double, int> starts;
+  for (const auto& s : GroupSessions(burst)) ++starts[burst.calls[s.calls.front()].gap_s];
+  EXPECT_EQ(starts.size(), 10u);
+  for (const auto& [t, n] : starts) EXPECT_EQ(n, 20) << t;
+  // Popularity: flat spreads sessions evenly, steep concentrates them.
+  auto first_share = [&](const std::string& name) {
+    const Trace t = family(name);
+    const auto sessions = GroupSessions(t);
+    int first = 0;
+    for (const auto& s : sessions) first += t.calls[s.calls.front()].model == "qwen3-235b-a22b";
+    return static_cast<double>(first) / static_cast<double>(sessions.size());
+  };
+  EXPECT_NEAR(first_share("flat-popularity"), 1.0 / 3, 0.08);
+  EXPECT_GT(first_share("steep-popularity"), 0.7);  // weights 1, 1/4, 1/9: 0.73
+}
+
 TEST(FixedReplayTest, TenTasksTimesThreeModelsIs960CallsWithSharedStructure) {
   GeneratorOptions o;
   ASSERT_TRUE(PresetOptions("swe-fixed", o));
