@@ -32,15 +32,16 @@ import json, sys
 out, families = sys.argv[1], sys.argv[2:]
 def table(suffix, key, title):
     print(f"\n### {title}\n")
-    print("| family | load | " + key + " | calls | rejected | SCT p50 | SCT p95 | TTFT p50 | TTFT p95 | avoidable opens | opens | restore skips |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| family | load | " + key + " | calls | rejected | SCT p50 | SCT p95 | TTFT p50 | TTFT p95 | avoidable opens | opens | restore skips | gateway waits (calls / p95 s / last resort) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for f in families:
         runs = json.load(open(f"{out}/{f}-{suffix}.json"))["runs"]
         for r in runs:
             name = r["router"] if key == "router" else r["config"]
             print(f"| {f} | {r['load']} | {name} | {r['calls_completed']}/{r['calls_total']} | {r['rejected']} | "
                   f"{r['sct_p50_s']:.1f} | {r['sct_p95_s']:.1f} | {r['ttft_p50_s']:.2f} | {r['ttft_p95_s']:.2f} | "
-                  f"{r['avoidable_opens']} | {r['model_opens']} | {r['restore_skips']} |")
+                  f"{r['avoidable_opens']} | {r['model_opens']} | {r['restore_skips']} | "
+                  f"{r['gateway_waited_calls']} / {r['gateway_wait_p95_s']:.1f} / {r['last_resort_placements']} |")
 def invariants(suffix):
     print("\n### Invariants (TP=4 routing testbed)\n")
     print("| family | load | full completes all a baseline completes | full rejects none where every baseline completes all | full's avoidable opens ≤ every baseline's | SCT p50: full / best baseline |")

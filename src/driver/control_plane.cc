@@ -84,6 +84,7 @@ ControlPlane::Placement ControlPlane::Place(const RouteRequest& request, TimePoi
     if (d.instance >= 0) {
       p.decision = d;
       p.outcome = Placement::Outcome::kPlaced;
+      p.last_resort = true;
       return p;
     }
   }

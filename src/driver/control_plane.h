@@ -71,6 +71,7 @@ class ControlPlane {
     RouteDecision decision;  // the instance (kPlaced), or the overload reason
     TimePoint retry_at;      // kWait: route the call again then
     double waited_s = 0;     // kRejected: how long it waited at the gateway
+    bool last_resort = false;  // kPlaced after its wait ran out, without round admission
   };
   // Routes a call that reached the gateway at `arrived` (now, or earlier
   // when it has been waiting). `may_wait`: false when the call must not wait

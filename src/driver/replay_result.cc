@@ -63,6 +63,10 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
   for (const auto& [reason, n] : rejected_by_reason) reasons[reason] = n;
   j["rejected_by_reason"] = reasons;
+  j["gateway_waited_calls"] = static_cast<std::int64_t>(gateway_wait_s.count());
+  j["gateway_wait_p95_s"] = pct(gateway_wait_s, 95);
+  j["gateway_wait_max_s"] = gateway_wait_s.empty() ? 0.0 : gateway_wait_s.Percentile(100);
+  j["last_resort_placements"] = last_resort_placements;
   return j;
 }
 

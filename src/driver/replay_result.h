@@ -47,6 +47,10 @@ struct ReplayResult {
   std::int64_t avoidable_opens = 0;
   std::int64_t rejected = 0;
   std::map<std::string, std::int64_t> rejected_by_reason;  // no-instance, stale, admission
+  // Placed calls that waited at the gateway first (every candidate failed
+  // admission or was stale), how long, and those placed by the last resort.
+  Sample gateway_wait_s;
+  std::int64_t last_resort_placements = 0;
   Sample returning_ttft_s;
   RouterCounters router_counters;
   double same_instance_return_rate() const {

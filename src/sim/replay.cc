@@ -325,6 +325,8 @@ class Driver final : public InstanceEvents {
       return;
     }
     const RouteDecision& d = p.decision;
+    if (now_ > run.intended) result_.gateway_wait_s.Add(ToSeconds(now_ - run.intended));
+    if (p.last_resort) ++result_.last_resort_placements;
     Instance& inst = *instances_[static_cast<std::size_t>(d.instance)];
     if (c.call_index > 0) {
       ++result_.continuations;
