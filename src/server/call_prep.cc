@@ -43,6 +43,17 @@ std::variant<std::vector<std::int32_t>, ApiError> ModelCatalog::PromptTokens(con
   if (request.chat) {
     AppendByteTokens(prompt, RenderChat(request.messages));
   } else if (!request.prompt_ids.empty()) {
+    for (std::size_t i = 0; i < request.prompt_ids.size(); ++i) {
+      const std::int32_t id = request.prompt_ids[i];
+      if (id < 0 || id >= kVocabSize) {
+        ApiError e;
+        e.param = "prompt";
+        e.code = "invalid_value";
+        e.message = "prompt token " + std::to_string(i) + " is id " + std::to_string(id) +
+                    ", outside the vocabulary [0, " + std::to_string(kVocabSize) + ")";
+        return e;
+      }
+    }
     prompt = request.prompt_ids;
   } else {
     AppendByteTokens(prompt, request.prompt_text);

@@ -24,6 +24,9 @@ namespace talaria {
 struct InstanceConfig;
 
 inline constexpr std::int32_t kFirstByteToken = 3;
+// The tokenizer's id space, [0, kVocabSize): every served model's. A
+// token-id prompt outside it is a client error, never an engine's problem.
+inline constexpr std::int32_t kVocabSize = kFirstByteToken + 256;
 
 void AppendByteTokens(std::vector<std::int32_t>& out, std::string_view text);
 
@@ -36,7 +39,8 @@ class ModelCatalog {
   ModelCatalog(std::span<const InstanceConfig> instances, const ProfileSet& profiles);
 
   // The prompt's token ids, or the OpenAI-style error for an unknown model
-  // (404) or a prompt that, with max_tokens, exceeds the context (400).
+  // (404), a token id outside the vocabulary (400), or a prompt that, with
+  // max_tokens, exceeds the context (400).
   std::variant<std::vector<std::int32_t>, ApiError> PromptTokens(const CompletionRequest& request) const;
   // Sorted model names.
   std::vector<std::string> Models() const;

@@ -76,6 +76,23 @@ class CpuServeTest : public ::testing::Test {
   std::uint16_t port_ = 0;
 };
 
+// A token id outside the vocabulary is the client's error (400 naming the
+// position), never the engine's: the instance survives and serves the next
+// call (it used to abort the process).
+TEST_F(CpuServeTest, ATokenIdOutsideTheVocabularyIsA400AndTheInstanceStaysUp) {
+  for (const char* prompt : {"[259]", "[3, 4, 100000]"}) {
+    SCOPED_TRACE(prompt);
+    const Reply bad = HttpCall(port_, http::verb::post, "/v1/completions",
+                               std::string(R"({"model":"cpu-11m","max_tokens":1,"prompt":)") + prompt + "}");
+    EXPECT_EQ(bad.status, 400);
+    EXPECT_EQ(bad.Json()["error"]["param"], "prompt");
+    EXPECT_NE(bad.Json()["error"]["message"].get<std::string>().find("outside the vocabulary"), std::string::npos);
+  }
+  const Reply good = HttpCall(port_, http::verb::post, "/v1/completions",
+                              R"({"model":"cpu-11m","max_tokens":2,"prompt":[3, 4, 258]})");
+  EXPECT_EQ(good.status, 200) << good.body;
+}
+
 TEST_F(CpuServeTest, ASessionGetsTheModelsTokensAndReusesItsKv) {
   json turn = {{"model", "cpu-11m"},
                {"max_tokens", 12},
