@@ -173,6 +173,7 @@ void RunGateway(const ServeArgs& a) {
     RemoteLinkOptions options;
     // A poll answered later than two heartbeats is a missed heartbeat.
     options.poll_timeout_s = std::max(0.05, 2 * cluster.heartbeat_s / cluster.serve.time_scale);
+    options.poll_key = OperatorKey(cluster.serve);
     links.push_back(
         std::make_unique<RemoteInstanceLink>(cluster.instances[i].name, cluster.instance_addresses[i], options, loop));
   }

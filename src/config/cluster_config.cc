@@ -50,6 +50,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
     s.Optional("port", c.serve.port, 0, 65535);
     s.Optional("time_scale", c.serve.time_scale, 1e-3, 1e6);
     s.Optional("api_keys", c.serve.api_keys);
+    s.Optional("operator_key", c.serve.operator_key);
     s.Optional("session_idle_s", c.serve.session_idle_s, 0.001, 1e6);
     s.RejectUnknown();
   }

@@ -15,9 +15,27 @@ struct ServeOptions {
   std::int32_t port = 8080;
   double time_scale = 1.0;  // emulated seconds per wall second (sim engine)
   std::vector<std::string> api_keys;  // empty: no authentication
+  // The key the gateway presents on its own calls to instance servers
+  // (telemetry polls); instance servers accept it beside api_keys. Empty:
+  // the first of api_keys.
+  std::string operator_key;
   // A session with no call for this long (emulated seconds) has ended: its
   // completion time goes into the SCT histogram.
   double session_idle_s = 60;
 };
+
+// The keys an instance server accepts: api_keys and the operator key (none
+// when api_keys is empty: no authentication).
+inline std::vector<std::string> InstanceKeys(const ServeOptions& s) {
+  std::vector<std::string> keys = s.api_keys;
+  if (!keys.empty() && !s.operator_key.empty()) keys.push_back(s.operator_key);
+  return keys;
+}
+
+// The key a gateway's internal calls carry ("" when none is needed).
+inline std::string OperatorKey(const ServeOptions& s) {
+  if (!s.operator_key.empty()) return s.operator_key;
+  return s.api_keys.empty() ? std::string() : s.api_keys.front();
+}
 
 }  // namespace talaria

@@ -82,7 +82,7 @@ InstanceService::InstanceService(InstanceConfig config, const ProfileSet& profil
                                  std::shared_ptr<const SteadyClock> clock)
     : catalog_(std::span<const InstanceConfig>(&config, 1), profiles),
       block_tokens_(config.block_tokens),
-      api_keys_(serve.api_keys),
+      api_keys_(InstanceKeys(serve)),
       driver_(config, profiles, MakeEngine(config), serve.time_scale, std::move(clock)),
       sessions_(100'000, serve.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }) {
   driver_.SetSwitchObserver([this](const SwitchRecord& r) {

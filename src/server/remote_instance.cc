@@ -243,7 +243,7 @@ struct RemoteInstanceLink::Impl {
   }
 
   net::awaitable<void> RunPoll(std::function<void(std::optional<InstanceTelemetry>)> done) {
-    const Request req = MakeRequest(http::verb::get, "/v1/telemetry", host_header, "", "");
+    const Request req = MakeRequest(http::verb::get, "/v1/telemetry", host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     std::string error;

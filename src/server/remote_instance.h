@@ -29,6 +29,7 @@ struct RemoteLinkOptions {
   double connect_timeout_s = 1.0;  // wall seconds to establish a connection
   double poll_timeout_s = 1.0;     // wall seconds for a telemetry answer
   std::size_t max_idle_connections = 64;
+  std::string poll_key;  // bearer key of the telemetry polls (ServeOptions' OperatorKey)
 };
 
 class RemoteInstanceLink final : public InstanceLink {

@@ -79,6 +79,7 @@ class ClusterHttpTest : public ::testing::Test {
       // test machine must not turn a slow telemetry answer into a death.
       RemoteLinkOptions options;
       options.connect_timeout_s = options.poll_timeout_s = 10;
+      options.poll_key = OperatorKey(cluster_.serve);
       links.push_back(std::make_unique<RemoteInstanceLink>(cluster_.instances[i].name,
                                                            "127.0.0.1:" + std::to_string(ports_[i]), options));
     }
@@ -239,6 +240,41 @@ TEST_F(ClusterHttpTest, ErrorPathsThroughTheGatewayKeepTheirBodies) {
   const Reply unknown = Chat(ChatBody("gpt-9", "x"));
   EXPECT_EQ(unknown.status, 404);
   EXPECT_EQ(unknown.Json()["error"]["code"], "model_not_found");
+}
+
+// With api_keys (docs/serving.md), the gateway's telemetry polls carry the
+// operator key (here the first api key), so the instances stay healthy and a
+// keyed call is served (the polls used to get 401 and mark every instance
+// unhealthy: every call then got 429).
+class ClusterHttpKeysTest : public ClusterHttpTest {
+ protected:
+  void SetUp() override {
+    cluster_.serve.api_keys = {"tenant-a", "tenant-b"};
+    ClusterHttpTest::SetUp();
+  }
+};
+
+TEST_F(ClusterHttpKeysTest, TelemetryPollsCarryTheOperatorKey) {
+  gateway_->Heartbeat();
+  ASSERT_TRUE(gateway_->AwaitPolls(std::chrono::seconds(20)));
+  const testing::Headers key = {{"Authorization", "Bearer tenant-b"}};
+  const json instances = Call(port_, http::verb::get, "/v1/telemetry", "", key).Json()["instances"];
+  EXPECT_TRUE(instances[0]["healthy"].get<bool>());
+  EXPECT_TRUE(instances[1]["healthy"].get<bool>());
+  const Reply r = Call(port_, http::verb::post, "/v1/chat/completions", ChatBody("a", "hello"), key);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Call(port_, http::verb::post, "/v1/chat/completions", ChatBody("a", "hello")).status, 401);
+}
+
+TEST(ServeOptionsTest, TheOperatorKeyDefaultsToTheFirstApiKeyAndInstancesAcceptIt) {
+  ServeOptions s;
+  EXPECT_EQ(OperatorKey(s), "");
+  EXPECT_TRUE(InstanceKeys(s).empty());
+  s.api_keys = {"k1", "k2"};
+  EXPECT_EQ(OperatorKey(s), "k1");
+  s.operator_key = "ops";
+  EXPECT_EQ(OperatorKey(s), "ops");
+  EXPECT_EQ(InstanceKeys(s), (std::vector<std::string>{"k1", "k2", "ops"}));
 }
 
 TEST(RemoteInstanceLinkTest, RejectsAnAddressThatIsNotIpPort) {
