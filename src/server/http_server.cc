@@ -45,7 +45,8 @@ Response TextResponse(const Request& req, http::status status, std::string body)
 }
 
 Response JsonResponse(const Request& req, http::status status, const json& body) {
-  return TextResponse(req, status, body.dump());
+  // Replace, never throw: no byte a client sent can make an answer unwritable.
+  return TextResponse(req, status, body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 Response ErrorResponse(const Request& req, const ApiError& e) {

@@ -28,6 +28,34 @@ std::variant<json, ApiError> ParseObject(std::string_view body) {
   return j;
 }
 
+// Session ids end up in telemetry, metrics exemplars and logs: printable
+// UTF-8 only (well-formed, no C0 or C1 controls, no DEL), checked here so no
+// encoder downstream ever meets bytes it cannot write.
+bool PrintableUtf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::uint32_t cp = 0;
+    std::size_t n = 0;
+    if (c < 0x80) cp = c, n = 1;
+    else if (c >= 0xC2 && c <= 0xDF) cp = c & 0x1Fu, n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) cp = c & 0x0Fu, n = 3;
+    else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07u, n = 4;
+    else return false;  // a continuation byte, an overlong lead (C0, C1) or past U+10FFFF
+    if (i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0u) != 0x80u) return false;
+      cp = (cp << 6) | (b & 0x3Fu);
+    }
+    const std::uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong, range, surrogate
+    if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) return false;          // controls
+    i += n;
+  }
+  return true;
+}
+
 std::optional<ApiError> ParseCommon(const json& j, std::string_view session_header,
                                     const ParseLimits& limits, CompletionRequest& out) {
   auto model = j.find("model");
@@ -52,8 +80,10 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
     if (!it->is_boolean()) return Invalid("stream", "'stream' must be a boolean", "invalid_type");
     out.stream = it->get<bool>();
   }
+  const char* session_param = "session_id";
   if (!session_header.empty()) {
     out.session_id = std::string(session_header);
+    session_param = "X-Session-Id";
   } else if (auto it = j.find("session_id"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) return Invalid("session_id", "'session_id' must be a string", "invalid_type");
     out.session_id = it->get<std::string>();
@@ -63,9 +93,13 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
         return Invalid("metadata.session_id", "'metadata.session_id' must be a string", "invalid_type");
       }
       out.session_id = sid->get<std::string>();
+      session_param = "metadata.session_id";
     }
   }
-  if (out.session_id.size() > 256) return Invalid("session_id", "session ids are at most 256 characters");
+  if (out.session_id.size() > 256) return Invalid(session_param, "session ids are at most 256 bytes");
+  if (!PrintableUtf8(out.session_id)) {
+    return Invalid(session_param, "session ids must be printable UTF-8 (no control characters)", "invalid_value");
+  }
   return std::nullopt;
 }
 

@@ -103,7 +103,9 @@ std::string StreamFinal(const AnswerHead& head, std::string_view finish_reason, 
   return out;
 }
 
-std::string StreamError(const ApiError& error) { return "data: " + error.Body().dump() + "\n\n"; }
+std::string StreamError(const ApiError& error) {
+  return "data: " + error.Body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
 
 std::string TokenCompletionBody(std::string_view model, std::span<const std::int32_t> prompt, std::int64_t max_tokens,
                                 bool stream, std::string_view session_id) {

@@ -153,6 +153,12 @@ TEST_F(HttpServerTest, BadRequestsGetOpenAiErrorBodies) {
   const Reply too_long = Chat(R"({"model":"m","max_tokens":32000,"messages":[{"role":"user","content":"x"}]})");
   EXPECT_EQ(too_long.status, 400);
   EXPECT_EQ(too_long.Json()["error"]["code"], "context_length_exceeded");
+  // A session id that is not printable UTF-8 is refused, naming the header,
+  // and telemetry (which lists session ids) keeps answering.
+  const Reply bad_session = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "ab\xff\xfe");
+  EXPECT_EQ(bad_session.status, 400);
+  EXPECT_EQ(bad_session.Json()["error"]["param"], "X-Session-Id");
+  EXPECT_EQ(Call(http::verb::get, "/v1/telemetry").status, 200);
 }
 
 // A streaming client that leaves mid-stream frees its call: counted failed,

@@ -97,6 +97,26 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"SessionNumber", R"({"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"session_id":7}})", "metadata.session_id", "must be a string"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Session ids go into telemetry and logs: bounded printable UTF-8 only,
+// from the header (named as such) or the body.
+TEST(OpenAiApiTest, SessionIdsArePrintableUtf8) {
+  const std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}]})";
+  for (const std::string& ok : {std::string("task-1/agent"), std::string("sesión-ü-日本-🙂"), std::string(256, 'a')}) {
+    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(ParseChatCompletion(body, ok))) << ok;
+  }
+  const std::string bad[] = {"\xff\xfe", "a\x80" "b", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                             "tab\there", std::string("nul\0x", 5), "del\x7f", "c1\xc2\x85", "cut\xe6\x97",
+                             std::string(257, 'a')};
+  for (const std::string& id : bad) {
+    const ApiError e = Err(ParseChatCompletion(body, id));
+    EXPECT_EQ(e.status, 400) << testing::PrintToString(id);
+    EXPECT_EQ(e.param, "X-Session-Id");
+  }
+  const ApiError in_body = Err(ParseChatCompletion(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"session_id":"a\u0001b"})", ""));
+  EXPECT_EQ(in_body.param, "session_id");
+}
+
 TEST(OpenAiApiTest, SessionsAreScopedByApiKey) {
   EXPECT_NE(ScopedSessionId("key-a", "s1"), ScopedSessionId("key-b", "s1"));
   EXPECT_EQ(ScopedSessionId("key-a", "s1"), ScopedSessionId("key-a", "s1"));
