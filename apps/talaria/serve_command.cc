@@ -72,8 +72,15 @@ int PortOf(const std::string& address) { return std::stoi(address.substr(address
 
 // Serves until SIGINT or SIGTERM; `what` names the server in messages.
 void ServeUntilSignal(CompletionService& service, const std::string& host, int port, const ServeArgs& a,
-                      const std::string& what, const std::string& detail, std::shared_ptr<IoLoop> loop = nullptr) {
-  HttpServer server(service, host, static_cast<std::uint16_t>(port), std::move(loop));
+                      const std::string& what, const std::string& detail, const ServeOptions& serve,
+                      std::shared_ptr<IoLoop> loop = nullptr) {
+  HttpServer server(service, host, static_cast<std::uint16_t>(port), std::move(loop), serve.http);
+  if (!IsLoopbackAddress(host) && serve.api_keys.empty()) {
+    std::fprintf(stderr,
+                 "talaria %s: warning: listening on %s with no api_keys: anyone who can reach this address can "
+                 "use it (set [serve] api_keys, docs/serving.md)\n",
+                 what.c_str(), host.c_str());
+  }
   const std::uint16_t bound = server.Start();
   if (!a.port_file.empty()) {
     std::ofstream out(a.port_file);
@@ -111,7 +118,7 @@ void RunServe(const ServeArgs& a) {
   std::snprintf(detail, sizeof detail, "%zu instance%s in this process; %s; %s", cluster.instances.size(),
                 cluster.instances.size() == 1 ? "" : "s",
                 EngineNote(cluster.instances, cluster.serve.time_scale).c_str(), KeysNote(cluster).c_str());
-  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "serve", detail);
+  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "serve", detail, cluster.serve);
   gateway.Stop();
 }
 
@@ -143,7 +150,7 @@ void RunInstance(const ServeArgs& a) {
   std::snprintf(detail, sizeof detail, "instance '%s'; %s; %s", service.name().c_str(),
                 EngineNote(std::span(&cluster.instances[index], 1), cluster.serve.time_scale).c_str(),
                 KeysNote(cluster).c_str());
-  ServeUntilSignal(service, host, port, a, "instance", detail);
+  ServeUntilSignal(service, host, port, a, "instance", detail, cluster.serve);
   service.Stop();
 }
 
@@ -183,7 +190,7 @@ void RunGateway(const ServeArgs& a) {
   char detail[256];
   std::snprintf(detail, sizeof detail, "gateway over %zu instance server%s; %s", cluster.instances.size(),
                 cluster.instances.size() == 1 ? "" : "s", KeysNote(cluster).c_str());
-  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "gateway", detail, loop);
+  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "gateway", detail, cluster.serve, loop);
   gateway.Stop();
 }
 

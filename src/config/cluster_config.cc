@@ -51,6 +51,10 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
     s.Optional("time_scale", c.serve.time_scale, 1e-3, 1e6);
     s.Optional("api_keys", c.serve.api_keys);
     s.Optional("operator_key", c.serve.operator_key);
+    s.Optional("max_header_bytes", c.serve.http.max_header_bytes, 1024, 1 << 20);
+    s.Optional("max_body_bytes", c.serve.http.max_body_bytes, 1024, 1 << 30);
+    s.Optional("request_timeout_s", c.serve.http.request_timeout_s, 0.1, 3600);
+    s.Optional("max_connections", c.serve.http.max_connections, 1, 1 << 20);
     s.Optional("session_idle_s", c.serve.session_idle_s, 0.001, 1e6);
     s.RejectUnknown();
   }

@@ -9,6 +9,17 @@
 
 namespace talaria {
 
+// What the HTTP front lets one client hold ([serve] keys of the same names).
+struct HttpLimits {
+  std::int64_t max_header_bytes = 16 * 1024;       // a request's header block; above: 431
+  std::int64_t max_body_bytes = 8 * 1024 * 1024;   // a request's body; above: 413
+  // A request must arrive whole within this many wall seconds of the
+  // connection's opening or its previous answer, or the connection closes
+  // (slow clients, idle keep-alive connections).
+  double request_timeout_s = 30;
+  std::int64_t max_connections = 4096;  // open at once; above: 503 and close
+};
+
 // How `talaria serve` exposes the cluster ([serve]).
 struct ServeOptions {
   std::string host = "127.0.0.1";  // loopback unless configured otherwise
@@ -22,6 +33,7 @@ struct ServeOptions {
   // A session with no call for this long (emulated seconds) has ended: its
   // completion time goes into the SCT histogram.
   double session_idle_s = 60;
+  HttpLimits http;
 };
 
 // The keys an instance server accepts: api_keys and the operator key (none

@@ -4,6 +4,7 @@
 
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
@@ -197,38 +198,106 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{io};
   std::int64_t next_id = 0;
 
-  Impl(CompletionService& s, std::string h, std::uint16_t p, std::shared_ptr<IoLoop> l)
-      : service(s), host(std::move(h)), port(p), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {}
+  HttpLimits limits;
+  std::int64_t connections = 0;  // open now (the I/O thread's alone)
+
+  Impl(CompletionService& s, std::string h, std::uint16_t p, std::shared_ptr<IoLoop> l, HttpLimits lim)
+      : service(s), host(std::move(h)), port(p), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()),
+        limits(lim) {}
 
   net::awaitable<void> Accept() {
+    std::chrono::milliseconds backoff{0};
+    net::steady_timer pause(io);
     for (;;) {
-      tcp::socket socket = co_await acceptor.async_accept(net::use_awaitable);
+      boost::system::error_code ec;
+      tcp::socket socket = co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) {
+        // Out of descriptors (EMFILE, ENFILE), buffers or memory, for now:
+        // try again after a pause that doubles up to a second.
+        backoff = std::clamp(backoff * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+        service.metrics().requests.Add("accept,error");
+        pause.expires_after(backoff);
+        co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+        continue;
+      }
+      backoff = std::chrono::milliseconds(0);
       // Streams are many small writes: without this, Nagle's algorithm and
       // the peer's delayed ACK hold each chunk back by tens of milliseconds.
-      boost::system::error_code ec;
       socket.set_option(tcp::no_delay(true), ec);
       net::co_spawn(io, Connection(std::move(socket)), net::detached);
     }
   }
 
+  // An answer to a request that could not be read whole: the connection
+  // closes after it.
+  net::awaitable<void> Refuse(beast::tcp_stream& stream, int status, const char* code, const std::string& message) {
+    Request req;
+    req.version(11);
+    req.keep_alive(false);
+    ApiError e = MakeError(status, "invalid_request_error", code, message);
+    Response res = ErrorResponse(req, e);
+    res.keep_alive(false);
+    stream.expires_after(std::chrono::seconds(5));
+    boost::system::error_code ec;
+    service.metrics().requests.Add("other," + std::to_string(status));
+    co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  }
+
   net::awaitable<void> Connection(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
+    ++connections;
+    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(limits.request_timeout_s * 1000));
     try {
-      for (;;) {
-        Request req;
-        stream.expires_after(std::chrono::seconds(300));
-        co_await http::async_read(stream, buffer, req, net::use_awaitable);
-        stream.expires_never();
-        const bool keep_alive = req.keep_alive();
-        co_await Handle(stream, req);
-        if (!keep_alive) break;
+      if (connections > limits.max_connections) {
+        co_await Refuse(stream, 503, "too_many_connections",
+                        "the server holds " + std::to_string(limits.max_connections) + " connections; retry later");
+      } else {
+        for (;;) {
+          http::request_parser<http::string_body> parser;
+          parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+          parser.body_limit(static_cast<std::uint64_t>(limits.max_body_bytes));
+          stream.expires_after(timeout);
+          boost::system::error_code ec;
+          co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+          if (ec) {
+            co_await RefuseUnread(stream, ec);
+            break;
+          }
+          stream.expires_never();
+          Request req = parser.release();
+          const bool keep_alive = req.keep_alive();
+          co_await Handle(stream, req);
+          if (!keep_alive) break;
+        }
       }
     } catch (const boost::system::system_error&) {
-      // Client closed or timed out: nothing to answer.
+      // Client closed or timed out mid-answer: nothing more to say.
     }
+    --connections;
     boost::system::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  // Why a request could not be read, answered where the client is still
+  // there to hear it (a closed or idle connection gets nothing).
+  // (A timeout has closed the socket already: beast's stream closes it.)
+  net::awaitable<void> RefuseUnread(beast::tcp_stream& stream, const boost::system::error_code& ec) {
+    if (ec == http::error::header_limit) {
+      co_return co_await Refuse(stream, 431, "header_too_large",
+                                "the request's header block exceeds " + std::to_string(limits.max_header_bytes) +
+                                    " bytes");
+    }
+    if (ec == http::error::body_limit) {
+      co_return co_await Refuse(stream, 413, "body_too_large",
+                                "the request body exceeds " + std::to_string(limits.max_body_bytes) + " bytes");
+    }
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message) co_return;  // the client left
+    if (ec.category() == boost::system::error_code(http::error::bad_version).category()) {
+      co_return co_await Refuse(stream, 400, "malformed_request", "malformed HTTP request: " + ec.message());
+    }
+    // Reset, broken pipe and the like: nobody to answer.
   }
 
   net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
@@ -287,7 +356,8 @@ struct HttpServer::Impl {
     if (route->needs_key && service.RequiresApiKey() && !service.ApiKeyAccepted(t.key)) {
       co_return co_await Write(stream, ErrorResponse(req, Unauthorized(t.key.empty())), t.label);
     }
-    if (req.method() != route->method) {
+    const bool head_of_get = req.method() == http::verb::head && route->method == http::verb::get;
+    if (req.method() != route->method && !(head_of_get && route->handler == &Impl::Health)) {
       co_return co_await Write(stream, ErrorResponse(req, MethodNotAllowed(route->method == http::verb::get ? "GET" : "POST")),
                                t.label);
     }
@@ -295,7 +365,12 @@ struct HttpServer::Impl {
   }
 
   net::awaitable<void> Health(beast::tcp_stream& stream, const Request& req, const Target& t) {
-    co_await Write(stream, HealthResponse(req), t.label);
+    Response res = HealthResponse(req);
+    if (req.method() != http::verb::head) co_return co_await Write(stream, std::move(res), t.label);
+    // HEAD (load balancers' probes): the GET answer's head, no body.
+    service.metrics().requests.Add(t.label + ",200");
+    http::response_serializer<http::string_body> serializer{res};
+    co_await http::async_write_header(stream, serializer, net::use_awaitable);
   }
 
   net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -382,8 +457,15 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(CompletionService& service, std::string host, std::uint16_t port, std::shared_ptr<IoLoop> loop)
-    : impl_(std::make_unique<Impl>(service, std::move(host), port, std::move(loop))) {}
+bool IsLoopbackAddress(const std::string& host) {
+  boost::system::error_code ec;
+  const auto address = net::ip::make_address(host, ec);
+  return !ec && address.is_loopback();
+}
+
+HttpServer::HttpServer(CompletionService& service, std::string host, std::uint16_t port, std::shared_ptr<IoLoop> loop,
+                       HttpLimits limits)
+    : impl_(std::make_unique<Impl>(service, std::move(host), port, std::move(loop), limits)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 

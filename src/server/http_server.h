@@ -19,22 +19,35 @@
 // the KV source and the serving instance. Connections are kept alive. Binds
 // where the config says (loopback by default). One I/O thread; the work
 // runs on instance threads.
+//
+// Limits (HttpLimits, [serve] keys): a header block over max_header_bytes
+// gets 431, a body over max_body_bytes 413, malformed framing (bad
+// Content-Length, both Content-Length and Transfer-Encoding, a bad chunk) 400,
+// each with an error body, and the connection closes; a connection whose
+// request is not whole within request_timeout_s (a slow client, or an idle
+// keep-alive one) is closed; past max_connections a new connection gets 503. A failed accept
+// (out of descriptors) is retried with backoff, never the end of serving.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "config/serve_options.h"
 #include "server/io_loop.h"
 #include "server/service.h"
 
 namespace talaria {
 
+// Whether `host` is a loopback IP address (false for other or invalid ones).
+bool IsLoopbackAddress(const std::string& host);
+
 class HttpServer {
  public:
   // Runs on `loop` when given (shared, for instance, with the gateway's
   // instance links); otherwise on a loop of its own.
-  HttpServer(CompletionService& service, std::string host, std::uint16_t port, std::shared_ptr<IoLoop> loop = nullptr);
+  HttpServer(CompletionService& service, std::string host, std::uint16_t port, std::shared_ptr<IoLoop> loop = nullptr,
+             HttpLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

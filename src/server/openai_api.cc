@@ -76,6 +76,22 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
     }
     out.max_tokens = it->get<std::int64_t>();
   }
+  // Sampling parameters, by the OpenAI API's ranges; only one choice per call.
+  if (auto it = j.find("temperature"); it != j.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 2) {
+      return Invalid("temperature", "'temperature' must be a number from 0 to 2", "invalid_value");
+    }
+  }
+  if (auto it = j.find("top_p"); it != j.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0) || it->get<double>() > 1) {
+      return Invalid("top_p", "'top_p' must be a number above 0 and at most 1", "invalid_value");
+    }
+  }
+  if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() != 1) {
+      return Invalid("n", "only n = 1 (one choice per call) is supported", "invalid_value");
+    }
+  }
   if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) return Invalid("stream", "'stream' must be a boolean", "invalid_type");
     out.stream = it->get<bool>();

@@ -39,8 +39,10 @@ inline Reply HttpCall(std::uint16_t port, boost::beast::http::verb verb, const s
   }
   http::write(socket, req);
   boost::beast::flat_buffer buffer;
-  http::response<http::string_body> res;
-  http::read(socket, buffer, res);
+  http::response_parser<http::string_body> parser;
+  parser.skip(verb == http::verb::head);  // a HEAD answer has a head only
+  http::read(socket, buffer, parser);
+  const http::response<http::string_body>& res = parser.get();
   Reply r;
   r.status = static_cast<int>(res.result_int());
   r.body = res.body();

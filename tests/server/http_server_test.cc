@@ -77,6 +77,7 @@ class HttpServerTest : public ::testing::Test {
 TEST_F(HttpServerTest, HealthAndModels) {
   StartServer();
   EXPECT_EQ(Call(http::verb::get, "/health").status, 200);
+  EXPECT_EQ(Call(http::verb::head, "/health").status, 200);  // load balancers probe with HEAD
   const Reply models = Call(http::verb::get, "/v1/models");
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(models.Json()["data"][0]["id"], "m");

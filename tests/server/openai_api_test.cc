@@ -93,6 +93,11 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"ImagePart", R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content", "only text"},
         Bad{"ZeroMaxTokens", R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0})", "max_tokens", "positive integer"},
         Bad{"HugeMaxTokens", R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":99999999})", "max_tokens", "above the limit"},
+        Bad{"TemperatureHigh", R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":2.5})", "temperature", "from 0 to 2"},
+        Bad{"TemperatureString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature", "from 0 to 2"},
+        Bad{"TopPZero", R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p", "above 0"},
+        Bad{"TopPHigh", R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":1.5})", "top_p", "above 0"},
+        Bad{"NTwo", R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":2})", "n", "only n = 1"},
         Bad{"StreamString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream", "boolean"},
         Bad{"SessionNumber", R"({"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"session_id":7}})", "metadata.session_id", "must be a string"}),
     [](const auto& info) { return std::string(info.param.name); });

@@ -1,0 +1,210 @@
+// The HTTP front's limits (HttpLimits): oversized or malformed requests get
+// an answer with an error body before the connection closes (not a silent
+// close that makes SDKs retry), slow and idle clients are timed out, the
+// connection cap holds, and running out of descriptors pauses accepting
+// instead of ending it.
+#include <utility>  // before Boost 1.74's asio (see http_server.cc)
+
+#include "server/http_server.h"
+#include "server/gateway.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "instance/test_profiles.h"
+#include "server/http_client.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using testing::HttpCall;
+
+class HttpLimitsTest : public ::testing::Test {
+ protected:
+  void Start(HttpLimits limits) {
+    profiles_.Add(testing::TinyProfile("m"));
+    ClusterConfig c;
+    c.source = "test";
+    c.instances.push_back(testing::TinyInstance("i0", {"m"}));
+    c.serve.time_scale = 1000;
+    c.router.admission_control = false;
+    gateway_ = std::make_unique<Gateway>(c, profiles_);
+    gateway_->Start();
+    server_ = std::make_unique<HttpServer>(*gateway_, "127.0.0.1", 0, nullptr, limits);
+    port_ = server_->Start();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (gateway_) gateway_->Stop();
+  }
+
+  struct Raw {
+    int status = 0;        // 0: the connection closed without an answer
+    std::string body;
+    bool closed_after = false;
+  };
+  // Sends `bytes` as they are and reads one answer (or the close).
+  Raw Send(const std::string& bytes, std::chrono::seconds wait = std::chrono::seconds(10)) {
+    net::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+    stream.expires_after(wait);
+    boost::system::error_code ec;
+    net::write(stream, net::buffer(bytes), ec);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(stream, buffer, res, ec);
+    Raw r;
+    if (ec) return r;
+    r.status = static_cast<int>(res.result_int());
+    r.body = res.body();
+    if (r.status >= 400) {  // a refusal closes the connection after its answer
+      char c;
+      stream.read_some(net::buffer(&c, 1), ec);
+      r.closed_after = ec == net::error::eof;
+    }
+    return r;
+  }
+
+  ProfileSet profiles_;
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpServer> server_;
+  std::uint16_t port_ = 0;
+};
+
+std::string Post(const std::string& extra_headers, const std::string& body) {
+  return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra_headers +
+         "\r\n" + body;
+}
+
+TEST_F(HttpLimitsTest, OversizedAndMalformedRequestsGetAnErrorBodyThenTheClose) {
+  HttpLimits limits;
+  limits.max_header_bytes = 2048;
+  limits.max_body_bytes = 4096;
+  Start(limits);
+  struct Case {
+    const char* name;
+    std::string request;
+    int status;
+    const char* code;
+  };
+  const std::string body(5000, 'x');
+  const Case cases[] = {
+      {"header block", "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4000, 'a') + "\r\n\r\n", 431,
+       "header_too_large"},
+      {"body", Post("Content-Length: 5000\r\n", body), 413, "body_too_large"},
+      {"bad content length", Post("Content-Length: 12x\r\n", "{}"), 400, "malformed_request"},
+      {"CL and TE", Post("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n"), 400,
+       "malformed_request"},
+      {"bad chunk size", Post("Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n"), 400, "malformed_request"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Raw r = Send(c.request);
+    EXPECT_EQ(r.status, c.status);
+    if (r.status != 0) {
+      EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["code"], c.code);
+      EXPECT_TRUE(r.closed_after);
+    }
+  }
+  EXPECT_EQ(HttpCall(port_, http::verb::get, "/health").status, 200);  // still serving
+}
+
+// A client that sends half a request (slowloris) or nothing holds its
+// connection only request_timeout_s, not the client's patience.
+TEST_F(HttpLimitsTest, ASlowOrIdleClientIsClosedAtTheRequestTimeout) {
+  HttpLimits limits;
+  limits.request_timeout_s = 0.3;
+  Start(limits);
+  for (const std::string& sent : {std::string("GET /health HTTP/1.1\r\nHost: x\r\n"), std::string()}) {
+    const auto start = std::chrono::steady_clock::now();
+    const Raw r = Send(sent);  // the blank line never comes
+    EXPECT_EQ(r.status, 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // the client waits 10 s
+  }
+  EXPECT_EQ(HttpCall(port_, http::verb::get, "/health").status, 200);
+}
+
+TEST_F(HttpLimitsTest, PastTheConnectionCapANewConnectionGets503) {
+  HttpLimits limits;
+  limits.max_connections = 2;
+  Start(limits);
+  net::io_context io;
+  std::vector<std::unique_ptr<tcp::socket>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<tcp::socket>(io));
+    held.back()->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server accept both
+  const Raw third = Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(third.status, 503);
+  held.clear();
+  // The held connections' close frees their places.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n").status == 200) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "the cap never freed";
+}
+
+// Out of descriptors, accept fails (EMFILE); once descriptors free up, a
+// connection that waited in the backlog is served. (The accept loop used to
+// end on the first error and the server answered nothing ever after.)
+TEST_F(HttpLimitsTest, AcceptingResumesAfterRunningOutOfDescriptors) {
+  Start(HttpLimits{});
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int highest = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    highest = std::max(highest, std::stoi(e.path().filename().string()));
+  }
+  // The client's socket is open before every descriptor below a tight
+  // limit is taken: the server's accept then has none.
+  net::io_context io;
+  tcp::socket client(io);
+  client.open(tcp::v4());
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(highest) + 16;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
+  ASSERT_FALSE(fillers.empty());
+  boost::system::error_code ec;
+  client.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server tries, and fails, to accept
+  for (int fd : fillers) ::close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_FALSE(ec) << ec.message();
+  beast::tcp_stream stream(std::move(client));
+  stream.expires_after(std::chrono::seconds(10));
+  http::request<http::string_body> req{http::verb::get, "/health", 11};
+  req.set(http::field::host, "x");
+  http::write(stream, req, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 200u);
+}
+
+}  // namespace
+}  // namespace talaria
