@@ -223,7 +223,9 @@ struct RemoteInstanceLink::Impl {
     while (!stream.is_done() && !st.error) {
       stream.get().body().data = chunk.data();
       stream.get().body().size = chunk.size();
-      co_await http::async_read(*conn, buffer, stream, net::redirect_error(net::use_awaitable, ec));
+      // read_some: relay what arrived (an event is a few hundred bytes), not
+      // what fills the buffer, or tokens reach the client in 16 KB bursts.
+      co_await http::async_read_some(*conn, buffer, stream, net::redirect_error(net::use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) break;
       sse.Feed(chunk.data(), chunk.size() - stream.get().body().size,

@@ -56,7 +56,7 @@ class ClusterHttpTest : public ::testing::Test {
     profiles_.Add(testing::TinyProfile("a"));
     profiles_.Add(testing::TinyProfile("b"));
     cluster_.source = "test";
-    cluster_.serve.time_scale = 100;
+    cluster_.serve.time_scale = time_scale_;
     cluster_.heartbeat_s = 1e5;          // no automatic heartbeat within a test
     cluster_.router.stale_after_s = 1e6;  // snapshots stay fresh; health decides
     // tau = 1 emulated second is 10 ms of wall time here, less than a busy
@@ -109,6 +109,7 @@ class ClusterHttpTest : public ::testing::Test {
 
   json GatewayTelemetry(int i) { return Call(port_, http::verb::get, "/v1/telemetry").Json()["instances"][i]; }
 
+  double time_scale_ = 100;
   ProfileSet profiles_;
   ClusterConfig cluster_;
   std::unique_ptr<InstanceService> services_[2];
@@ -264,6 +265,50 @@ TEST_F(ClusterHttpKeysTest, TelemetryPollsCarryTheOperatorKey) {
   const Reply r = Call(port_, http::verb::post, "/v1/chat/completions", ChatBody("a", "hello"), key);
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Call(port_, http::verb::post, "/v1/chat/completions", ChatBody("a", "hello")).status, 401);
+}
+
+// In real time (time scale 1) a 60-token stream takes about 0.6 s to decode
+// and is under 16 KB; through the gateway its first event reaches the
+// client as it is made, not with the rest (the gateway used to relay in
+// 16 KB reads: the whole stream arrived at its end).
+class ClusterHttpRealTimeTest : public ClusterHttpTest {
+ protected:
+  void SetUp() override {
+    time_scale_ = 1;
+    ClusterHttpTest::SetUp();
+  }
+};
+
+TEST_F(ClusterHttpRealTimeTest, AStreamIsRelayedAsItsEventsArrive) {
+  const std::string body = json{{"model", "a"},
+                                {"max_tokens", 60},
+                                {"stream", true},
+                                {"messages", json::array({json{{"role", "user"}, {"content", "go"}}})}}
+                               .dump();
+  net::io_context io;
+  tcp::socket socket(io);
+  socket.connect({net::ip::make_address("127.0.0.1"), port_});
+  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  net::write(socket, net::buffer(request));
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  Clock::time_point first_delta{}, done{};
+  std::string got;
+  char buf[4096];
+  while (done == Clock::time_point{}) {
+    boost::system::error_code ec;
+    const std::size_t n = socket.read_some(net::buffer(buf), ec);
+    if (ec) break;
+    got.append(buf, n);
+    if (first_delta == Clock::time_point{} && got.find("\"content\":\"") != std::string::npos) first_delta = Clock::now();
+    if (got.find("[DONE]") != std::string::npos) done = Clock::now();
+  }
+  ASSERT_NE(done, Clock::time_point{}) << got.substr(0, 500);
+  const double total_s = std::chrono::duration<double>(done - start).count();
+  const double first_s = std::chrono::duration<double>(first_delta - start).count();
+  ASSERT_GT(total_s, 0.4) << "the stream was too short to tell";
+  EXPECT_LT(first_s, total_s / 2) << "first delta at " << first_s << " s of " << total_s << " s";
 }
 
 TEST(ServeOptionsTest, TheOperatorKeyDefaultsToTheFirstApiKeyAndInstancesAcceptIt) {
