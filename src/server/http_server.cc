@@ -198,12 +198,13 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{io};
   std::int64_t next_id = 0;
 
+  ServerMetrics& metrics;         // the service's, looked up once
   HttpLimits limits;
   std::int64_t connections = 0;  // open now (the I/O thread's alone)
 
   Impl(CompletionService& s, std::string h, std::uint16_t p, std::shared_ptr<IoLoop> l, HttpLimits lim)
       : service(s), host(std::move(h)), port(p), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()),
-        limits(lim) {}
+        metrics(s.metrics()), limits(lim) {}
 
   net::awaitable<void> Accept() {
     std::chrono::milliseconds backoff{0};
@@ -216,7 +217,7 @@ struct HttpServer::Impl {
         // Out of descriptors (EMFILE, ENFILE), buffers or memory, for now:
         // try again after a pause that doubles up to a second.
         backoff = std::clamp(backoff * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
-        service.metrics().requests.Add("accept,error");
+        metrics.requests.Add("accept,error");
         pause.expires_after(backoff);
         co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
         continue;
@@ -240,7 +241,7 @@ struct HttpServer::Impl {
     res.keep_alive(false);
     stream.expires_after(std::chrono::seconds(5));
     boost::system::error_code ec;
-    service.metrics().requests.Add("other," + std::to_string(status));
+    metrics.requests.Add("other," + std::to_string(status));
     co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
   }
 
@@ -301,7 +302,7 @@ struct HttpServer::Impl {
   }
 
   net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
-    service.metrics().requests.Add(endpoint + "," + std::to_string(res.result_int()));
+    metrics.requests.Add(endpoint + "," + std::to_string(res.result_int()));
     co_await http::async_write(stream, res, net::use_awaitable);
   }
 
@@ -368,13 +369,13 @@ struct HttpServer::Impl {
     Response res = HealthResponse(req);
     if (req.method() != http::verb::head) co_return co_await Write(stream, std::move(res), t.label);
     // HEAD (load balancers' probes): the GET answer's head, no body.
-    service.metrics().requests.Add(t.label + ",200");
+    metrics.requests.Add(t.label + ",200");
     http::response_serializer<http::string_body> serializer{res};
     co_await http::async_write_header(stream, serializer, net::use_awaitable);
   }
 
   net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const Target& t) {
-    co_await Write(stream, MetricsResponse(req, service.metrics().Render()), t.label);
+    co_await Write(stream, MetricsResponse(req, metrics.Render()), t.label);
   }
 
   net::awaitable<void> Models(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -436,7 +437,7 @@ struct HttpServer::Impl {
     head.keep_alive(req.keep_alive());
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
-    service.metrics().requests.Add(label + ",200");
+    metrics.requests.Add(label + ",200");
     try {
       co_await http::async_write_header(stream, serializer, net::use_awaitable);
       bool first_delta = true;

@@ -46,6 +46,8 @@ class HttpLimitsTest : public ::testing::Test {
     c.instances.push_back(testing::TinyInstance("i0", {"m"}));
     c.serve.time_scale = 1000;
     c.router.admission_control = false;
+    c.heartbeat_s = 1e5;  // nothing but the server runs while descriptors are out
+    c.router.stale_after_s = 1e6;
     gateway_ = std::make_unique<Gateway>(c, profiles_);
     gateway_->Start();
     server_ = std::make_unique<HttpServer>(*gateway_, "127.0.0.1", 0, nullptr, limits);
