@@ -394,6 +394,35 @@ struct HttpServer::Impl {
     co_await Write(stream, AdminResponse(req, service.Admin(model, action)), t.label);
   }
 
+  // While a client waits for its call's first event (or, not streaming, its
+  // whole answer), nothing is written to it, so a client that left is seen
+  // only by watching its socket: at end of stream (or a reset) the call is
+  // cancelled (counted failed, its slot and KV freed) and the waiting
+  // coroutine woken. Bytes that arrive instead (a pipelined request) end the
+  // watch. The returned flag stops it: clear it before the socket can go.
+  std::shared_ptr<bool> WatchForHangup(beast::tcp_stream& stream, std::int64_t handle,
+                                       const std::shared_ptr<CallChannel>& channel) {
+    auto watching = std::make_shared<bool>(true);
+    tcp::socket* socket = &stream.socket();
+    socket->async_wait(tcp::socket::wait_read, [this, socket, handle, watching, channel](boost::system::error_code ec) {
+      if (ec || !*watching) return;
+      char c;
+      const std::size_t n = socket->receive(net::buffer(&c, 1), tcp::socket::message_peek, ec);
+      if (n > 0 && !ec) return;  // a pipelined request: the client is there
+      service.Cancel(handle);
+      ApiError left = MakeError(499, "invalid_request_error", "client_closed", "the client closed the connection");
+      channel->events.push_back(Event{Event::Kind::kError, {}, {}, {}, left});
+      channel->timer.cancel();
+    });
+    return watching;
+  }
+  static void StopWatching(beast::tcp_stream& stream, std::shared_ptr<bool>& watching) {
+    if (!watching || !*watching) return;
+    *watching = false;
+    boost::system::error_code ec;
+    stream.socket().cancel(ec);  // the pending wait ends (aborted)
+  }
+
   // POST /v1/chat/completions and /v1/completions: one call, answered at
   // once or streamed as server-sent events.
   net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -408,6 +437,7 @@ struct HttpServer::Impl {
     auto executor = co_await net::this_coro::executor;
     auto channel = std::make_shared<CallChannel>(executor);
     const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(executor, channel));
+    std::shared_ptr<bool> watching = handle >= 0 ? WatchForHangup(stream, handle, channel) : nullptr;
     AnswerHead answer;
     answer.chat = chat;
     answer.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
@@ -422,13 +452,16 @@ struct HttpServer::Impl {
           text += e.text;
           continue;
         }
+        StopWatching(stream, watching);
         if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
         co_return co_await Write(stream, CompletionResponse(req, answer, text, e), label);
       }
     }
 
-    // Streaming: the first event decides between an error response and SSE.
+    // Streaming: the first event decides between an error response and SSE;
+    // from then on a write notices a client that left.
     Event e = co_await NextEvent(*channel);
+    StopWatching(stream, watching);
     if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
     http::response<http::empty_body> head{http::status::ok, req.version()};
     head.set(http::field::content_type, "text/event-stream");

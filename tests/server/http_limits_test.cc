@@ -173,6 +173,12 @@ TEST_F(HttpLimitsTest, PastTheConnectionCapANewConnectionGets503) {
 // The scenario, in a process of its own (exhausting descriptors must not
 // hit other tests' threads): the exit code says how far it got.
 int AcceptAfterDescriptorsRunOut(std::uint16_t port) {
+  // One call first: every thread and I/O context a call touches exists
+  // before the descriptors run out.
+  if (HttpCall(port, http::verb::post, "/v1/completions", R"({"model":"m","max_tokens":2,"prompt":"warm"})").status !=
+      200) {
+    return 9;
+  }
   rlimit saved{};
   if (getrlimit(RLIMIT_NOFILE, &saved) != 0) return 10;
   int highest = 0;
@@ -209,6 +215,12 @@ int AcceptAfterDescriptorsRunOut(std::uint16_t port) {
 }
 
 TEST_F(HttpLimitsTest, AcceptingResumesAfterRunningOutOfDescriptors) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer runtime checks a virtual call's dynamic type through a
+  // pipe; with no descriptor left it reports every unchecked type as an
+  // invalid object and aborts (seen in CI on shared_ptr's control block).
+  GTEST_SKIP() << "descriptor exhaustion blinds the sanitizer runtime; run in the Release build";
+#endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process running this test alone
   EXPECT_EXIT(
       {

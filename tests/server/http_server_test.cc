@@ -30,16 +30,16 @@ using nlohmann::json;
 // served on an ephemeral loopback port.
 class HttpServerTest : public ::testing::Test {
  protected:
-  void StartServer(std::vector<std::string> keys = {}) {
+  void StartServer(std::vector<std::string> keys = {}, double time_scale = 1000, double heartbeat_s = 0.25) {
     ModelProfile p = testing::TinyProfile("m");
     p.max_context_tokens = 4096;
     profiles_.Add(p);
     ClusterConfig c;
     c.source = "test";
     c.instances.push_back(testing::TinyInstance("i0", {"m"}));
-    c.serve.time_scale = 1000;
+    c.serve.time_scale = time_scale;
     c.serve.api_keys = std::move(keys);
-    c.heartbeat_s = 0.25;
+    c.heartbeat_s = heartbeat_s;
     // Emulated time runs 1,000x faster than the wall, so a slow (sanitizer)
     // build looks overloaded to Eq.5 admission; these tests check the API,
     // not shedding, so the gateway queues instead of answering 429.
@@ -85,7 +85,9 @@ TEST_F(HttpServerTest, HealthAndModels) {
 }
 
 TEST_F(HttpServerTest, TelemetryShowsWhatTheRouterReads) {
-  StartServer();
+  // No heartbeat of its own: a later one's delta snapshot, with nothing
+  // changed, would list no sessions.
+  StartServer({}, 1000, /*heartbeat_s=*/1e5);
   ASSERT_EQ(Chat(R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]})", "tele").status, 200);
   gateway_->Heartbeat();  // the router's view is the last heartbeat's: take one after the call
   const Reply r = Call(http::verb::get, "/v1/telemetry");
@@ -189,6 +191,36 @@ TEST_F(HttpServerTest, ClientDisconnectMidStreamCancelsTheCall) {
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_failed_total"), 1u);
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_completed_total"), 0u);
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_accepted_total"), 1u);
+}
+
+// A client that leaves while it waits for a call (not streaming, or a
+// stream before its first token) gets it cancelled: counted failed, never
+// completed (it used to run to its end). 4,000 tokens at time scale 10 take
+// about 4 s of wall time; the server notices the close at once.
+TEST_F(HttpServerTest, AClientThatLeavesWhileWaitingHasItsCallCancelled) {
+  StartServer({}, 10);
+  for (const char* stream : {"false", "true"}) {
+    SCOPED_TRACE(stream);
+    net::io_context io;
+    tcp::socket socket(io);
+    socket.connect({net::ip::make_address("127.0.0.1"), port_});
+    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
+    req.set(http::field::host, "localhost");
+    req.body() = std::string(R"({"model":"m","max_tokens":4000,"stream":)") + stream +
+                 R"(,"messages":[{"role":"user","content":"x"}]})";
+    req.prepare_payload();
+    http::write(socket, req);
+    socket.close();  // before any answer
+  }
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {
+    metrics = Call(http::verb::get, "/metrics").body;
+    if (MetricValue(metrics, "talaria_calls_failed_total") == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(MetricValue(metrics, "talaria_calls_failed_total"), 2u);
+  EXPECT_EQ(MetricValue(metrics, "talaria_calls_completed_total"), 0u);
+  EXPECT_EQ(MetricValue(metrics, "talaria_calls_accepted_total"), 2u);
 }
 
 // Under concurrent load, with some clients leaving mid-stream, every
