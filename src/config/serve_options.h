@@ -26,9 +26,11 @@ struct ServeOptions {
   std::int32_t port = 8080;
   double time_scale = 1.0;  // emulated seconds per wall second (sim engine)
   std::vector<std::string> api_keys;  // empty: no authentication
-  // The key the gateway presents on its own calls to instance servers
-  // (telemetry polls); instance servers accept it beside api_keys. Empty:
-  // the first of api_keys.
+  // The operator's key: the one the gateway presents on its own calls to
+  // instance servers (telemetry polls), and the only one that sees every
+  // tenant's sessions in /v1/telemetry and may call /admin. Servers accept
+  // it beside api_keys. Empty: the first of api_keys (set it to keep that
+  // key's holder from seeing the other tenants).
   std::string operator_key;
   // A session with no call for this long (emulated seconds) has ended: its
   // completion time goes into the SCT histogram.
@@ -36,9 +38,9 @@ struct ServeOptions {
   HttpLimits http;
 };
 
-// The keys an instance server accepts: api_keys and the operator key (none
-// when api_keys is empty: no authentication).
-inline std::vector<std::string> InstanceKeys(const ServeOptions& s) {
+// The keys a server accepts: api_keys and the operator key (none when
+// api_keys is empty: no authentication).
+inline std::vector<std::string> AcceptedKeys(const ServeOptions& s) {
   std::vector<std::string> keys = s.api_keys;
   if (!keys.empty() && !s.operator_key.empty()) keys.push_back(s.operator_key);
   return keys;

@@ -95,6 +95,7 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
 Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
                  std::vector<std::unique_ptr<InstanceLink>> links, const Clock& clock, Timer& timer)
     : serve_(cluster.serve),
+      accepted_keys_(AcceptedKeys(cluster.serve)),
       clock_(clock),
       timer_(timer),
       catalog_(cluster.instances, profiles),

@@ -74,7 +74,10 @@ class Gateway final : public CompletionService {
   // read it, plus "healthy" (whether its last heartbeat was answered).
   nlohmann::json Telemetry() override;
   bool RequiresApiKey() const override { return !serve_.api_keys.empty(); }
-  bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(serve_.api_keys, key); }
+  bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(accepted_keys_, key); }
+  bool IsOperator(const std::string& key) const override {
+    return serve_.api_keys.empty() || key == OperatorKey(serve_);
+  }
   ServerMetrics& metrics() override { return metrics_; }
 
   // One heartbeat now: polls every instance (the timer also runs them,
@@ -111,6 +114,7 @@ class Gateway final : public CompletionService {
   TimePoint Now() const { return clock_.Now(); }
 
   ServeOptions serve_;
+  std::vector<std::string> accepted_keys_;  // AcceptedKeys(serve_)
   std::unique_ptr<Owned> owned_;  // null when the clock and timer were given
   const Clock& clock_;
   Timer& timer_;

@@ -182,6 +182,26 @@ ApiError MethodNotAllowed(const char* use) {
   return MakeError(405, "invalid_request_error", "method_not_allowed", std::string("use ") + use);
 }
 
+ApiError Forbidden() {
+  return MakeError(403, "invalid_request_error", "permission_denied", "only the operator key may use /admin");
+}
+
+// A tenant's view of telemetry: only the sessions its key scoped (the
+// instance's own snapshot, or each instance's in the gateway's list).
+void ScopeSessions(json& telemetry, const std::string& scope) {
+  auto keep_own = [&](json& t) {
+    auto s = t.find("sessions");
+    if (s == t.end() || !s->is_object()) return;
+    for (auto it = s->begin(); it != s->end();) {
+      it = it.key().rfind(scope, 0) == 0 ? std::next(it) : s->erase(it);
+    }
+  };
+  keep_own(telemetry);
+  if (auto list = telemetry.find("instances"); list != telemetry.end() && list->is_array()) {
+    for (json& t : *list) keep_own(t);
+  }
+}
+
 ApiError Unauthorized(bool missing) {
   return MakeError(401, "invalid_request_error", "invalid_api_key",
                    missing ? "missing API key (Authorization: Bearer ...)" : "incorrect API key");
@@ -383,10 +403,15 @@ struct HttpServer::Impl {
   }
 
   net::awaitable<void> Telemetry(beast::tcp_stream& stream, const Request& req, const Target& t) {
-    co_await Write(stream, JsonResponse(req, http::status::ok, service.Telemetry()), t.label);
+    json body = service.Telemetry();
+    if (!service.IsOperator(t.key)) ScopeSessions(body, SessionScope(t.key));
+    co_await Write(stream, JsonResponse(req, http::status::ok, body), t.label);
   }
 
   net::awaitable<void> Admin(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    if (!service.IsOperator(t.key)) {
+      co_return co_await Write(stream, ErrorResponse(req, Forbidden()), t.label);
+    }
     std::string model, action;
     if (!ParseAdminPath(t.path, model, action)) {
       co_return co_await Write(stream, ErrorResponse(req, NotFound(t.path)), t.label);

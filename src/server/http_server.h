@@ -5,7 +5,8 @@
 //   GET  /metrics                      Prometheus text format
 //   GET  /v1/models                    the models served
 //   GET  /v1/telemetry                 the router's view (gateway) or the
-//                                      instance's versioned snapshot
+//                                      instance's versioned snapshot; a
+//                                      tenant key sees its own sessions only
 //   POST /v1/chat/completions          chat; "stream": true for server-sent events
 //   POST /v1/completions               prompt as text or token ids
 //   POST /admin/models/{model}/open    instance servers: residency control
@@ -13,7 +14,7 @@
 //
 // Errors are OpenAI-style bodies {"error":{"message","type","param","code"}}
 // with 400 (bad body, named field), 401 (missing or wrong API key when keys
-// are configured), 404 (unknown model or path), 409 (admin: model busy),
+// are configured), 403 (/admin without the operator key), 404 (unknown model or path), 409 (admin: model busy),
 // 429 (no capacity, with Retry-After), 503 (instance unreachable). The final
 // chunk (or the response) carries a Talaria extension object "talaria" with
 // the KV source and the serving instance. Connections are kept alive. Binds

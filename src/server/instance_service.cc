@@ -82,7 +82,8 @@ InstanceService::InstanceService(InstanceConfig config, const ProfileSet& profil
                                  std::shared_ptr<const SteadyClock> clock)
     : catalog_(std::span<const InstanceConfig>(&config, 1), profiles),
       block_tokens_(config.block_tokens),
-      api_keys_(InstanceKeys(serve)),
+      api_keys_(AcceptedKeys(serve)),
+      operator_key_(OperatorKey(serve)),
       driver_(config, profiles, MakeEngine(config), serve.time_scale, std::move(clock)),
       sessions_(100'000, serve.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }) {
   driver_.SetSwitchObserver([this](const SwitchRecord& r) {

@@ -60,6 +60,7 @@ class InstanceService final : public CompletionService {
   std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action) override;
   bool RequiresApiKey() const override { return !api_keys_.empty(); }
   bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(api_keys_, key); }
+  bool IsOperator(const std::string& key) const override { return api_keys_.empty() || key == operator_key_; }
   ServerMetrics& metrics() override { return metrics_; }
 
   // The deterministic filler text of output token `index` (sim engine).
@@ -69,6 +70,7 @@ class InstanceService final : public CompletionService {
   ModelCatalog catalog_;
   std::int32_t block_tokens_;
   std::vector<std::string> api_keys_;
+  std::string operator_key_;
   RealtimeInstance driver_;
   std::function<void(const SwitchRecord&)> switch_observer_;
 

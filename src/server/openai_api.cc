@@ -233,14 +233,18 @@ std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
   return out;
 }
 
-std::string ScopedSessionId(std::string_view api_key, std::string_view session_id) {
-  if (session_id.empty()) return {};
+std::string SessionScope(std::string_view api_key) {
   // The key itself never appears in the id (ids show up in telemetry).
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : api_key) h = (h ^ c) * 0x100000001b3ULL;
   char prefix[20];
-  std::snprintf(prefix, sizeof prefix, "%016llx", static_cast<unsigned long long>(Mix64(h)));
-  return std::string(prefix) + ":" + std::string(session_id);
+  std::snprintf(prefix, sizeof prefix, "%016llx:", static_cast<unsigned long long>(Mix64(h)));
+  return prefix;
+}
+
+std::string ScopedSessionId(std::string_view api_key, std::string_view session_id) {
+  if (session_id.empty()) return {};
+  return SessionScope(api_key) + std::string(session_id);
 }
 
 std::string RenderChat(const std::vector<ChatMessage>& messages) {

@@ -73,6 +73,8 @@ std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
 // the caller's API key, so equal ids from two tenants never meet. Requests
 // without a session id get none (each call stands alone).
 std::string ScopedSessionId(std::string_view api_key, std::string_view session_id);
+// The prefix every session id scoped by `api_key` starts with.
+std::string SessionScope(std::string_view api_key);
 
 // The simple chat template: one block per message, then the assistant cue.
 // Deterministic, so a continuation's rendering starts with the previous one's.

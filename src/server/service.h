@@ -52,6 +52,10 @@ class CompletionService {
 
   virtual bool RequiresApiKey() const = 0;
   virtual bool ApiKeyAccepted(const std::string& key) const = 0;
+  // Whether `key` is the operator's (ServeOptions::operator_key): it sees
+  // every tenant's sessions and may call /admin. Any key when no keys are
+  // configured.
+  virtual bool IsOperator(const std::string& key) const = 0;
   virtual ServerMetrics& metrics() = 0;
 };
 

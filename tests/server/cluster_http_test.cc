@@ -255,6 +255,53 @@ class ClusterHttpKeysTest : public ClusterHttpTest {
   }
 };
 
+// Tenants kept apart: a tenant key's /v1/telemetry (gateway and instance)
+// lists only its own sessions, the operator key's lists all; /admin takes
+// the operator key only. (Any key used to see every tenant's session ids
+// and could call /admin.)
+class ClusterHttpTenantsTest : public ClusterHttpTest {
+ protected:
+  void SetUp() override {
+    cluster_.serve.api_keys = {"tenant-a", "tenant-b"};
+    cluster_.serve.operator_key = "ops";
+    ClusterHttpTest::SetUp();
+  }
+  static testing::Headers Key(const std::string& k) { return {{"Authorization", "Bearer " + k}}; }
+  std::vector<std::string> SessionsSeen(std::uint16_t port, const std::string& key) {
+    const json t = Call(port, http::verb::get, "/v1/telemetry", "", Key(key)).Json();
+    std::vector<std::string> ids;
+    auto collect = [&](const json& one) {
+      for (const auto& [id, s] : one["sessions"].items()) ids.push_back(id);
+    };
+    if (t.contains("instances")) {
+      for (const json& one : t["instances"]) collect(one);
+    } else {
+      collect(t);
+    }
+    return ids;
+  }
+};
+
+TEST_F(ClusterHttpTenantsTest, ATenantSeesItsOwnSessionsAndOnlyTheOperatorAdministers) {
+  for (const char* tenant : {"tenant-a", "tenant-b"}) {
+    testing::Headers h = Key(tenant);
+    h.emplace_back("X-Session-Id", std::string("s-") + tenant);
+    ASSERT_EQ(Call(port_, http::verb::post, "/v1/chat/completions", ChatBody("a", "hello"), h).status, 200);
+  }
+  gateway_->Heartbeat();
+  ASSERT_TRUE(gateway_->AwaitPolls(std::chrono::seconds(20)));
+  const std::string scope_a = SessionScope("tenant-a");
+  for (std::uint16_t port : {port_, ports_[0]}) {
+    SCOPED_TRACE(port == port_ ? "gateway" : "instance");
+    const auto a = SessionsSeen(port, "tenant-a");
+    ASSERT_FALSE(a.empty());
+    for (const auto& id : a) EXPECT_EQ(id.rfind(scope_a, 0), 0u) << id;
+    EXPECT_EQ(SessionsSeen(port, "ops").size(), port == port_ ? 2u : a.size() + SessionsSeen(port, "tenant-b").size());
+  }
+  EXPECT_EQ(Call(ports_[0], http::verb::post, "/admin/models/b/open", "", Key("tenant-a")).status, 403);
+  EXPECT_EQ(Call(ports_[0], http::verb::post, "/admin/models/b/open", "", Key("ops")).status, 200);
+}
+
 TEST_F(ClusterHttpKeysTest, TelemetryPollsCarryTheOperatorKey) {
   gateway_->Heartbeat();
   ASSERT_TRUE(gateway_->AwaitPolls(std::chrono::seconds(20)));
@@ -314,12 +361,12 @@ TEST_F(ClusterHttpRealTimeTest, AStreamIsRelayedAsItsEventsArrive) {
 TEST(ServeOptionsTest, TheOperatorKeyDefaultsToTheFirstApiKeyAndInstancesAcceptIt) {
   ServeOptions s;
   EXPECT_EQ(OperatorKey(s), "");
-  EXPECT_TRUE(InstanceKeys(s).empty());
+  EXPECT_TRUE(AcceptedKeys(s).empty());
   s.api_keys = {"k1", "k2"};
   EXPECT_EQ(OperatorKey(s), "k1");
   s.operator_key = "ops";
   EXPECT_EQ(OperatorKey(s), "ops");
-  EXPECT_EQ(InstanceKeys(s), (std::vector<std::string>{"k1", "k2", "ops"}));
+  EXPECT_EQ(AcceptedKeys(s), (std::vector<std::string>{"k1", "k2", "ops"}));
 }
 
 TEST(RemoteInstanceLinkTest, RejectsAnAddressThatIsNotIpPort) {
