@@ -122,8 +122,9 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   const std::int32_t device = u.device;
   // Admission touches the restored blocks, so the registry's LRU sees the use.
   const BlockChain host_chain = HostChain(r);
-  const std::int32_t host =
+  std::int32_t host =
       u.host > 0 ? std::min(u.host, hkvr_.Lookup(m.id, host_chain.first(static_cast<std::size_t>(u.host)), now)) : 0;
+  if (Hybrid(r) && host != u.host) host = 0;  // the state comes whole or not at all
   const auto total = static_cast<std::int32_t>((r.call.prompt_tokens + r.call.output_tokens + bt - 1) / bt) +
                      m.recurrent_blocks;
   // Keep the matched device blocks (radix sharing), free the rest.
