@@ -154,8 +154,15 @@ TEST_F(HttpLimitsTest, PastTheConnectionCapANewConnectionGets503) {
   for (int i = 0; i < 2; ++i) {
     held.push_back(std::make_unique<tcp::socket>(io));
     held.back()->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+    // An answer on it proves the server accepted it (and keeps it alive).
+    http::request<http::string_body> req{http::verb::get, "/health", 11};
+    req.set(http::field::host, "x");
+    http::write(*held.back(), req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(*held.back(), buffer, res);
+    ASSERT_EQ(res.result_int(), 200u);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server accept both
   const Raw third = Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(third.status, 503);
   held.clear();
