@@ -179,7 +179,7 @@ TEST_F(HttpLimitsTest, PastTheConnectionCapANewConnectionGets503) {
 // end on the first error and the server answered nothing ever after.)
 // The scenario, in a process of its own (exhausting descriptors must not
 // hit other tests' threads): the exit code says how far it got.
-int AcceptAfterDescriptorsRunOut(std::uint16_t port) {
+int AcceptAfterDescriptorsRunOut(std::uint16_t port, const ServerMetrics& metrics) {
   // One call first: every thread and I/O context a call touches exists
   // before the descriptors run out.
   if (HttpCall(port, http::verb::post, "/v1/completions", R"({"model":"m","max_tokens":2,"prompt":"warm"})").status !=
@@ -204,10 +204,16 @@ int AcceptAfterDescriptorsRunOut(std::uint16_t port) {
   for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
   boost::system::error_code ec;
   client.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server tries, and fails, to accept
+  // The server tries, and fails, to accept (it counts each failure).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (metrics.requests.Get("accept,error") == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  const bool refused = metrics.requests.Get("accept,error") > 0;
   for (int fd : fillers) ::close(fd);
   if (setrlimit(RLIMIT_NOFILE, &saved) != 0) return 12;
   if (fillers.empty() || ec) return 13;
+  if (!refused) return 17;  // the descriptors never ran out for the server
   beast::tcp_stream stream(std::move(client));
   stream.expires_after(std::chrono::seconds(10));
   http::request<http::string_body> req{http::verb::get, "/health", 11};
@@ -232,7 +238,7 @@ TEST_F(HttpLimitsTest, AcceptingResumesAfterRunningOutOfDescriptors) {
   EXPECT_EXIT(
       {
         Start(HttpLimits{});
-        std::_Exit(AcceptAfterDescriptorsRunOut(port_));
+        std::_Exit(AcceptAfterDescriptorsRunOut(port_, gateway_->metrics()));
       },
       ::testing::ExitedWithCode(0), "");
 }
