@@ -4,6 +4,7 @@
 //   talaria gateway   the gateway alone, in front of `talaria instance` servers
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,10 +71,13 @@ ClusterConfig LoadWithOverrides(const ServeArgs& a) {
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
 int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
-// Serves until SIGINT or SIGTERM; `what` names the server in messages.
-void ServeUntilSignal(CompletionService& service, const std::string& host, int port, const ServeArgs& a,
-                      const std::string& what, const std::string& detail, const ServeOptions& serve,
-                      std::shared_ptr<IoLoop> loop = nullptr) {
+// Serves until SIGINT or SIGTERM, then shuts down in order: drains the
+// HTTP front (drain_timeout_s), stops the service (`stop_service`: its
+// threads stop reporting), and only then the server's loop. `what` names
+// the server in messages.
+void ServeUntilSignal(CompletionService& service, const std::function<void()>& stop_service, const std::string& host,
+                      int port, const ServeArgs& a, const std::string& what, const std::string& detail,
+                      const ServeOptions& serve, std::shared_ptr<IoLoop> loop = nullptr) {
   HttpServer server(service, host, static_cast<std::uint16_t>(port), std::move(loop), serve.http);
   if (!IsLoopbackAddress(host) && serve.api_keys.empty()) {
     std::fprintf(stderr,
@@ -91,7 +95,14 @@ void ServeUntilSignal(CompletionService& service, const std::string& host, int p
               static_cast<unsigned>(bound), detail.c_str());
   std::fflush(stdout);
   server.WaitForSignal();
-  std::printf("talaria %s: stopping\n", what.c_str());
+  std::printf("talaria %s: stopping: draining calls in flight (up to %g s)\n", what.c_str(), serve.drain_timeout_s);
+  std::fflush(stdout);
+  const HttpServer::DrainReport d = server.Drain(serve.drain_timeout_s);
+  std::printf("talaria %s: drained: %zu call%s in flight, %zu finished, %zu cut%s\n", what.c_str(), d.in_flight,
+              d.in_flight == 1 ? "" : "s", d.in_flight - d.cut, d.cut,
+              d.quiet ? "" : "; some clients did not read their last answer");
+  std::fflush(stdout);
+  stop_service();
   server.Stop();
 }
 
@@ -118,8 +129,8 @@ void RunServe(const ServeArgs& a) {
   std::snprintf(detail, sizeof detail, "%zu instance%s in this process; %s; %s", cluster.instances.size(),
                 cluster.instances.size() == 1 ? "" : "s",
                 EngineNote(cluster.instances, cluster.serve.time_scale).c_str(), KeysNote(cluster).c_str());
-  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "serve", detail, cluster.serve);
-  gateway.Stop();
+  ServeUntilSignal(gateway, [&] { gateway.Stop(); }, cluster.serve.host, cluster.serve.port, a, "serve", detail,
+                   cluster.serve);
 }
 
 void RunInstance(const ServeArgs& a) {
@@ -150,8 +161,7 @@ void RunInstance(const ServeArgs& a) {
   std::snprintf(detail, sizeof detail, "instance '%s'; %s; %s", service.name().c_str(),
                 EngineNote(std::span(&cluster.instances[index], 1), cluster.serve.time_scale).c_str(),
                 KeysNote(cluster).c_str());
-  ServeUntilSignal(service, host, port, a, "instance", detail, cluster.serve);
-  service.Stop();
+  ServeUntilSignal(service, [&] { service.Stop(); }, host, port, a, "instance", detail, cluster.serve);
 }
 
 void RunGateway(const ServeArgs& a) {
@@ -190,8 +200,8 @@ void RunGateway(const ServeArgs& a) {
   char detail[256];
   std::snprintf(detail, sizeof detail, "gateway over %zu instance server%s; %s", cluster.instances.size(),
                 cluster.instances.size() == 1 ? "" : "s", KeysNote(cluster).c_str());
-  ServeUntilSignal(gateway, cluster.serve.host, cluster.serve.port, a, "gateway", detail, cluster.serve, loop);
-  gateway.Stop();
+  ServeUntilSignal(gateway, [&] { gateway.Stop(); }, cluster.serve.host, cluster.serve.port, a, "gateway", detail,
+                   cluster.serve, loop);
 }
 
 void AddCommonOptions(CLI::App* cmd, ServeArgs& args, const char* config_help) {

@@ -53,7 +53,11 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
     s.Optional("operator_key", c.serve.operator_key);
     s.Optional("max_header_bytes", c.serve.http.max_header_bytes, 1024, 1 << 20);
     s.Optional("max_body_bytes", c.serve.http.max_body_bytes, 1024, 1 << 30);
+    s.Optional("idle_timeout_s", c.serve.http.idle_timeout_s, 0.1, 3600);
+    s.Optional("header_timeout_s", c.serve.http.header_timeout_s, 0.1, 3600);
     s.Optional("request_timeout_s", c.serve.http.request_timeout_s, 0.1, 3600);
+    s.Optional("write_timeout_s", c.serve.http.write_timeout_s, 0.1, 3600);
+    s.Optional("drain_timeout_s", c.serve.drain_timeout_s, 0, 3600);
     s.Optional("max_connections", c.serve.http.max_connections, 1, 1 << 20);
     s.Optional("session_idle_s", c.serve.session_idle_s, 0.001, 1e6);
     s.RejectUnknown();

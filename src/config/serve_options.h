@@ -13,10 +13,17 @@ namespace talaria {
 struct HttpLimits {
   std::int64_t max_header_bytes = 16 * 1024;       // a request's header block; above: 431
   std::int64_t max_body_bytes = 8 * 1024 * 1024;   // a request's body; above: 413
-  // A request must arrive whole within this many wall seconds of the
-  // connection's opening or its previous answer, or the connection closes
-  // (slow clients, idle keep-alive connections).
+  // Wall seconds a connection may wait for the first byte of a request (a new
+  // one, or a kept-alive one after its answer) before it is closed.
+  double idle_timeout_s = 60;
+  // From its first byte, a request's header block must arrive within
+  // header_timeout_s and the whole request within request_timeout_s, or the
+  // connection closes (slow clients).
+  double header_timeout_s = 10;
   double request_timeout_s = 30;
+  // A write to a client (an answer, or one event of a stream) that cannot go
+  // out for this long closes the connection (a client that stopped reading).
+  double write_timeout_s = 30;
   std::int64_t max_connections = 4096;  // open at once; above: 503 and close
 };
 
@@ -35,6 +42,10 @@ struct ServeOptions {
   // A session with no call for this long (emulated seconds) has ended: its
   // completion time goes into the SCT histogram.
   double session_idle_s = 60;
+  // On SIGTERM or SIGINT: wall seconds in-flight calls get to finish after
+  // accepting stops; the rest then end with a 503 shutting_down (a stream:
+  // an error event and [DONE]) and count failed.
+  double drain_timeout_s = 30;
   HttpLimits http;
 };
 

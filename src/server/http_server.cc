@@ -8,13 +8,20 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
+#include <optional>
+#include <unordered_map>
 #include <variant>
 
 #include "core/error.h"
+#include "server/http_call_channel.h"
+#include "server/http_responses.h"
 #include "server/openai_encode.h"
 
 namespace talaria {
@@ -26,112 +33,15 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using nlohmann::json;
 
-using Request = http::request<http::string_body>;
-using Response = http::response<http::string_body>;
+using namespace http_front;  // NOLINT: this file serves those answers
 
 std::int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-// A JSON response whose body is already serialized.
-Response TextResponse(const Request& req, http::status status, std::string body) {
-  Response res{status, req.version()};
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::server, "talaria");
-  res.keep_alive(req.keep_alive());
-  res.body() = std::move(body);
-  res.prepare_payload();
-  return res;
-}
-
-Response JsonResponse(const Request& req, http::status status, const json& body) {
-  // Replace, never throw: no byte a client sent can make an answer unwritable.
-  return TextResponse(req, status, body.dump(-1, ' ', false, json::error_handler_t::replace));
-}
-
-Response ErrorResponse(const Request& req, const ApiError& e) {
-  Response res = JsonResponse(req, static_cast<http::status>(e.status), e.Body());
-  if (e.status == 429) res.set(http::field::retry_after, "1");
-  return res;
-}
-
-ApiError MakeError(int status, std::string type, std::string code, std::string message) {
-  ApiError e;
-  e.status = status;
-  e.type = std::move(type);
-  e.code = std::move(code);
-  e.message = std::move(message);
-  return e;
-}
-
-// What a call's sink reports, marshalled onto the connection's executor.
-struct Event {
-  enum class Kind { kDelta, kDone, kError } kind;
-  std::string text;
-  Usage usage;
-  std::string finish_reason;
-  ApiError error;
-};
-
-struct CallChannel {
-  explicit CallChannel(net::any_io_executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}
-  std::deque<Event> events;
-  net::steady_timer timer;  // cancelled to wake the waiting coroutine
-};
-
-// The channel belongs to the connection's coroutine (its timer to the
-// server's io_context): the sink, which the service may release on any
-// thread and after the server is gone, holds it weakly, so the last
-// reference never drops on a foreign thread.
-class Sink final : public CompletionSink {
- public:
-  Sink(net::any_io_executor ex, std::weak_ptr<CallChannel> channel) : ex_(ex), channel_(std::move(channel)) {}
-  void OnDelta(const std::string& text) override { Post(Event{Event::Kind::kDelta, text, {}, {}, {}}); }
-  void OnDone(const Usage& usage, const std::string& finish_reason) override {
-    Post(Event{Event::Kind::kDone, {}, usage, finish_reason, {}});
-  }
-  void OnError(const ApiError& error) override { Post(Event{Event::Kind::kError, {}, {}, {}, error}); }
-
- private:
-  void Post(Event e) {
-    // A call outliving its connection (the server stopped) reports nowhere.
-    // (Until the servers stop in order, issue 20, a report racing the
-    // server's destruction can still reach its executor.)
-    if (channel_.expired()) return;
-    net::post(ex_, [weak = channel_, e = std::move(e)]() mutable {
-      const std::shared_ptr<CallChannel> channel = weak.lock();
-      if (channel == nullptr) return;  // the connection is gone
-      channel->events.push_back(std::move(e));
-      channel->timer.cancel();
-    });
-  }
-  net::any_io_executor ex_;
-  std::weak_ptr<CallChannel> channel_;
-};
-
-// Waits for the next event of a call.
-net::awaitable<Event> NextEvent(CallChannel& channel) {
-  while (channel.events.empty()) {
-    boost::system::error_code ec;
-    channel.timer.expires_at(std::chrono::steady_clock::time_point::max());
-    co_await channel.timer.async_wait(net::redirect_error(net::use_awaitable, ec));
-  }
-  Event e = std::move(channel.events.front());
-  channel.events.pop_front();
-  co_return e;
-}
-
-// JSON is built outside the coroutines: GCC 12 miscompiles brace-initialised
-// string literals inside coroutine bodies ("array used as initializer").
-Response HealthResponse(const Request& req) { return JsonResponse(req, http::status::ok, json{{"status", "ok"}}); }
-
-Response ModelsResponse(const Request& req, const std::vector<std::string>& models) {
-  json data = json::array();
-  for (const auto& m : models) {
-    data.push_back(json{{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "talaria"}});
-  }
-  return JsonResponse(req, http::status::ok, json{{"object", "list"}, {"data", data}});
+std::chrono::steady_clock::duration Wall(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 Response CompletionResponse(const Request& req, const AnswerHead& head, const std::string& text, const Event& done) {
@@ -149,62 +59,16 @@ std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta
   return {};
 }
 
-Response MetricsResponse(const Request& req, std::string text) {
-  Response res{http::status::ok, req.version()};
-  res.set(http::field::content_type, "text/plain; version=0.0.4");
-  res.keep_alive(req.keep_alive());
-  res.body() = std::move(text);
-  res.prepare_payload();
-  return res;
-}
-
-Response AdminResponse(const Request& req, const std::variant<json, ApiError>& result) {
-  if (const auto* e = std::get_if<ApiError>(&result)) return ErrorResponse(req, *e);
-  return JsonResponse(req, http::status::ok, std::get<json>(result));
-}
-
-// "/admin/models/{model}/{action}" -> model, action; false for other paths.
-bool ParseAdminPath(const std::string& path, std::string& model, std::string& action) {
-  static const std::string kPrefix = "/admin/models/";
-  if (path.rfind(kPrefix, 0) != 0) return false;
-  const auto slash = path.rfind('/');
-  if (slash <= kPrefix.size()) return false;
-  model = path.substr(kPrefix.size(), slash - kPrefix.size());
-  action = path.substr(slash + 1);
-  return !model.empty() && model.find('/') == std::string::npos;
-}
-
-ApiError NotFound(const std::string& path) {
-  return MakeError(404, "invalid_request_error", "not_found", "unknown path " + path);
-}
-
-ApiError MethodNotAllowed(const char* use) {
-  return MakeError(405, "invalid_request_error", "method_not_allowed", std::string("use ") + use);
-}
-
-ApiError Forbidden() {
-  return MakeError(403, "invalid_request_error", "permission_denied", "only the operator key may use /admin");
-}
-
-// A tenant's view of telemetry: only the sessions its key scoped (the
-// instance's own snapshot, or each instance's in the gateway's list).
-void ScopeSessions(json& telemetry, const std::string& scope) {
-  auto keep_own = [&](json& t) {
-    auto s = t.find("sessions");
-    if (s == t.end() || !s->is_object()) return;
-    for (auto it = s->begin(); it != s->end();) {
-      it = it.key().rfind(scope, 0) == 0 ? std::next(it) : s->erase(it);
-    }
-  };
-  keep_own(telemetry);
-  if (auto list = telemetry.find("instances"); list != telemetry.end() && list->is_array()) {
-    for (json& t : *list) keep_own(t);
-  }
-}
-
-ApiError Unauthorized(bool missing) {
-  return MakeError(401, "invalid_request_error", "invalid_api_key",
-                   missing ? "missing API key (Authorization: Bearer ...)" : "incorrect API key");
+// The keep-alive period a stream's client asked for (X-Talaria-Keepalive,
+// seconds), or 0: none asked, or not a number in [0.1, 60].
+double KeepaliveSeconds(const Request& req) {
+  auto it = req.find(kKeepaliveHeader);
+  if (it == req.end()) return 0;
+  const std::string value(it->value());
+  char* end = nullptr;
+  const double s = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !(s >= 0.1 && s <= 60)) return 0;
+  return s;
 }
 
 }  // namespace
@@ -216,15 +80,35 @@ struct HttpServer::Impl {
   std::shared_ptr<IoLoop> loop;
   net::io_context& io;
   tcp::acceptor acceptor{io};
+  std::shared_ptr<PostGate> gate;
   std::int64_t next_id = 0;
+  bool started = false;
 
-  ServerMetrics& metrics;         // the service's, looked up once
+  ServerMetrics& metrics;  // the service's, looked up once
   HttpLimits limits;
-  std::int64_t connections = 0;  // open now (the I/O thread's alone)
+
+  // What a drain waits for and ends (the I/O thread's alone).
+  struct Open {
+    beast::tcp_stream* stream = nullptr;
+    bool idle = true;  // waiting for the first byte of a request
+  };
+  struct Active {
+    std::int64_t handle = -1;  // the service's id
+    std::weak_ptr<CallChannel> channel;
+  };
+  std::unordered_map<std::uint64_t, Open> open;      // connections, by serial
+  std::unordered_map<std::uint64_t, Active> active;  // calls in flight, by serial
+  std::uint64_t next_serial = 0;
+  bool draining = false;
+  std::string drain_note;  // why a cut call ended
+
+  std::mutex quiet_mu;
+  std::condition_variable quiet_cv;
+  bool quiet = false;  // draining and no connection left; guarded by quiet_mu
 
   Impl(CompletionService& s, std::string h, std::uint16_t p, std::shared_ptr<IoLoop> l, HttpLimits lim)
       : service(s), host(std::move(h)), port(p), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()),
-        metrics(s.metrics()), limits(lim) {}
+        gate(std::make_shared<PostGate>(io.get_executor())), metrics(s.metrics()), limits(lim) {}
 
   net::awaitable<void> Accept() {
     std::chrono::milliseconds backoff{0};
@@ -250,6 +134,61 @@ struct HttpServer::Impl {
     }
   }
 
+  // --- Shutdown (server/http_server.h: Drain) -----------------------------
+
+  // Stops accepting and closes the connections that wait for a request;
+  // returns the calls in flight.
+  std::size_t BeginDrain() {
+    draining = true;
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    for (auto& [serial, o] : open) {
+      if (o.idle) o.stream->cancel();  // its read ends; the connection closes
+    }
+    CheckQuiet();
+    return active.size();
+  }
+
+  // The drain time is up: every call still in flight is cancelled (counted
+  // failed) and its client told, by an error event and [DONE] on a stream,
+  // or a 503 answer. Returns how many were cut.
+  std::size_t CutCalls() {
+    std::size_t cut = 0;
+    for (auto& [serial, a] : active) {
+      const std::shared_ptr<CallChannel> channel = a.channel.lock();
+      if (channel == nullptr || !service.Cancel(a.handle)) continue;  // finishing anyway
+      channel->events.push_back(Event{Event::Kind::kError, {}, {}, {}, ShuttingDown(drain_note)});
+      channel->timer.cancel();
+      ++cut;
+    }
+    return cut;
+  }
+
+  void CheckQuiet() {
+    if (!draining || !open.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(quiet_mu);
+      quiet = true;
+    }
+    quiet_cv.notify_all();
+  }
+
+  bool WaitQuiet(std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> lock(quiet_mu);
+    return quiet_cv.wait_until(lock, until, [&] { return quiet; });
+  }
+
+  // Runs `f` on the I/O thread and returns its result (the loop runs).
+  template <typename F>
+  auto OnLoop(F f) {
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto result = task.get_future();
+    net::post(io, [&task] { task(); });
+    return result.get();
+  }
+
+  // --- Connections ----------------------------------------------------------
+
   // An answer to a request that could not be read whole: the connection
   // closes after it.
   net::awaitable<void> Refuse(beast::tcp_stream& stream, int status, const char* code, const std::string& message) {
@@ -268,20 +207,39 @@ struct HttpServer::Impl {
   net::awaitable<void> Connection(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    ++connections;
-    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(limits.request_timeout_s * 1000));
+    const std::uint64_t serial = next_serial++;
+    Open& self = open[serial];  // references into the map survive rehashing
+    self.stream = &stream;
     try {
-      if (connections > limits.max_connections) {
+      if (open.size() > static_cast<std::size_t>(limits.max_connections)) {
         co_await Refuse(stream, 503, "too_many_connections",
                         "the server holds " + std::to_string(limits.max_connections) + " connections; retry later");
       } else {
         for (;;) {
+          boost::system::error_code ec;
+          if (buffer.size() == 0) {
+            // Between requests: the next one's first byte has idle_timeout_s.
+            if (draining) break;
+            self.idle = true;
+            stream.expires_after(Wall(limits.idle_timeout_s));
+            const std::size_t n =
+                co_await stream.async_read_some(buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
+            self.idle = false;
+            if (ec) break;  // the client closed, stayed idle too long, or a drain closed it
+            buffer.commit(n);
+          }
+          // From its first byte, a request has header_timeout_s for its
+          // header block and request_timeout_s to arrive whole.
+          const auto first_byte = std::chrono::steady_clock::now();
           http::request_parser<http::string_body> parser;
           parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
           parser.body_limit(static_cast<std::uint64_t>(limits.max_body_bytes));
-          stream.expires_after(timeout);
-          boost::system::error_code ec;
-          co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+          stream.expires_at(first_byte + Wall(std::min(limits.header_timeout_s, limits.request_timeout_s)));
+          co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+          if (!ec && !parser.is_done()) {
+            stream.expires_at(first_byte + Wall(limits.request_timeout_s));
+            co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+          }
           if (ec) {
             co_await RefuseUnread(stream, ec);
             break;
@@ -290,15 +248,16 @@ struct HttpServer::Impl {
           Request req = parser.release();
           const bool keep_alive = req.keep_alive();
           co_await Handle(stream, req);
-          if (!keep_alive) break;
+          if (!keep_alive || draining) break;
         }
       }
     } catch (const boost::system::system_error&) {
       // Client closed or timed out mid-answer: nothing more to say.
     }
-    --connections;
+    open.erase(serial);
     boost::system::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    CheckQuiet();
   }
 
   // Why a request could not be read, answered where the client is still
@@ -321,9 +280,20 @@ struct HttpServer::Impl {
     // Reset, broken pipe and the like: nobody to answer.
   }
 
+  // Every write has write_timeout_s to go out: a client that stopped
+  // reading loses its connection instead of holding it.
   net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
     metrics.requests.Add(endpoint + "," + std::to_string(res.result_int()));
+    if (draining) res.keep_alive(false);
+    stream.expires_after(Wall(limits.write_timeout_s));
     co_await http::async_write(stream, res, net::use_awaitable);
+    stream.expires_never();
+  }
+
+  net::awaitable<void> WriteChunk(beast::tcp_stream& stream, std::string_view bytes) {
+    stream.expires_after(Wall(limits.write_timeout_s));
+    co_await net::async_write(stream, http::make_chunk(net::buffer(bytes.data(), bytes.size())), net::use_awaitable);
+    stream.expires_never();
   }
 
   // One endpoint: its method, path (or path prefix), whether it needs an
@@ -369,6 +339,10 @@ struct HttpServer::Impl {
     }
     if (route == nullptr) co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), "other");
     Target t{path, {}, std::string(route->label)};
+    if (draining) {  // load balancers' probes see it too, and take the server out
+      co_return co_await Write(stream, ErrorResponse(req, ShuttingDown("the server is shutting down; retry elsewhere")),
+                               t.label);
+    }
     // Client endpoints need a key when keys are configured.
     if (auto auth = req.find(http::field::authorization); auth != req.end()) {
       const std::string value(auth->value());
@@ -391,7 +365,9 @@ struct HttpServer::Impl {
     // HEAD (load balancers' probes): the GET answer's head, no body.
     metrics.requests.Add(t.label + ",200");
     http::response_serializer<http::string_body> serializer{res};
+    stream.expires_after(Wall(limits.write_timeout_s));
     co_await http::async_write_header(stream, serializer, net::use_awaitable);
+    stream.expires_never();
   }
 
   net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -448,6 +424,35 @@ struct HttpServer::Impl {
     stream.socket().cancel(ec);  // the pending wait ends (aborted)
   }
 
+  // A call in flight, known to a drain until its answer is written.
+  class ActiveCall {
+   public:
+    ActiveCall(Impl& impl, std::int64_t handle, const std::shared_ptr<CallChannel>& channel)
+        : impl_(impl), serial_(impl.next_serial++) {
+      if (handle >= 0) impl_.active[serial_] = Active{handle, channel};
+    }
+    ~ActiveCall() { impl_.active.erase(serial_); }
+    ActiveCall(const ActiveCall&) = delete;
+    ActiveCall& operator=(const ActiveCall&) = delete;
+
+   private:
+    Impl& impl_;
+    std::uint64_t serial_;
+  };
+
+  // The next event of a streamed call; with a keep-alive period, a comment
+  // line goes out each time one passes without an event (the stream's head
+  // is out), so the client can tell a slow call from a hung server.
+  net::awaitable<Event> NextStreamEvent(beast::tcp_stream& stream, CallChannel& channel, double keepalive_s) {
+    for (;;) {
+      const auto deadline = keepalive_s > 0 ? std::chrono::steady_clock::now() + Wall(keepalive_s)
+                                            : std::chrono::steady_clock::time_point::max();
+      std::optional<Event> e = co_await NextEvent(channel, deadline);
+      if (e.has_value()) co_return std::move(*e);
+      co_await WriteChunk(stream, kKeepaliveComment);
+    }
+  }
+
   // POST /v1/chat/completions and /v1/completions: one call, answered at
   // once or streamed as server-sent events.
   net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -459,9 +464,9 @@ struct HttpServer::Impl {
     if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e), label);
     const CompletionRequest request = std::get<CompletionRequest>(parsed);
 
-    auto executor = co_await net::this_coro::executor;
-    auto channel = std::make_shared<CallChannel>(executor);
-    const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(executor, channel));
+    auto channel = std::make_shared<CallChannel>(co_await net::this_coro::executor);
+    const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(gate, channel));
+    const ActiveCall in_flight(*this, handle, channel);
     std::shared_ptr<bool> watching = handle >= 0 ? WatchForHangup(stream, handle, channel) : nullptr;
     AnswerHead answer;
     answer.chat = chat;
@@ -472,7 +477,8 @@ struct HttpServer::Impl {
     if (!request.stream) {
       std::string text;
       for (;;) {
-        Event e = co_await NextEvent(*channel);
+        std::optional<Event> next = co_await NextEvent(*channel);
+        Event e = std::move(*next);
         if (e.kind == Event::Kind::kDelta) {
           text += e.text;
           continue;
@@ -483,36 +489,48 @@ struct HttpServer::Impl {
       }
     }
 
-    // Streaming: the first event decides between an error response and SSE;
-    // from then on a write notices a client that left.
-    Event e = co_await NextEvent(*channel);
-    StopWatching(stream, watching);
-    if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
+    // Streaming: the first event decides between an error response and SSE,
+    // unless the client asked for keep-alives: then the head goes out at once
+    // and an error before the first token is an error event. From the head
+    // on, a write notices a client that left.
+    const double keepalive_s = KeepaliveSeconds(req);
+    std::optional<Event> first;
+    if (keepalive_s <= 0) {
+      first = co_await NextEvent(*channel);
+      StopWatching(stream, watching);
+      if (first->kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, first->error), label);
+    } else {
+      StopWatching(stream, watching);
+    }
     http::response<http::empty_body> head{http::status::ok, req.version()};
     head.set(http::field::content_type, "text/event-stream");
     head.set(http::field::cache_control, "no-cache");
     head.set(http::field::server, "talaria");
-    head.keep_alive(req.keep_alive());
+    head.keep_alive(req.keep_alive() && !draining);
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
     metrics.requests.Add(label + ",200");
     try {
+      stream.expires_after(Wall(limits.write_timeout_s));
       co_await http::async_write_header(stream, serializer, net::use_awaitable);
+      // (No co_await inside ?: here: GCC 12 miscompiles it.)
+      if (!first.has_value()) first = co_await NextStreamEvent(stream, *channel, keepalive_s);
+      Event e = std::move(*first);
       bool first_delta = true;
       for (;;) {
-        const std::string line = StreamEvent(answer, e, first_delta);
-        if (e.kind == Event::Kind::kDelta) first_delta = false;
-        co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(line)), net::use_awaitable);
+        co_await WriteChunk(stream, StreamEvent(answer, e, first_delta));
         if (e.kind != Event::Kind::kDelta) break;  // done, or an error reported in-stream
-        e = co_await NextEvent(*channel);
+        first_delta = false;
+        e = co_await NextStreamEvent(stream, *channel, keepalive_s);
       }
     } catch (const boost::system::system_error&) {
       service.Cancel(handle);  // the client left mid-stream: free its slot and KV
       throw;
     }
-    co_await net::async_write(stream.socket(), http::make_chunk(net::buffer(kStreamDone.data(), kStreamDone.size())),
-                              net::use_awaitable);
-    co_await net::async_write(stream.socket(), http::make_chunk_last(), net::use_awaitable);
+    co_await WriteChunk(stream, kStreamDone);
+    stream.expires_after(Wall(limits.write_timeout_s));
+    co_await net::async_write(stream, http::make_chunk_last(), net::use_awaitable);
+    stream.expires_never();
   }
 };
 
@@ -541,13 +559,38 @@ std::uint16_t HttpServer::Start() {
     throw InputError("serve", "cannot listen on " + impl_->host + ":" + std::to_string(impl_->port) + ": " +
                                   ec.message());
   }
+  const std::uint16_t bound = impl_->acceptor.local_endpoint().port();
   net::co_spawn(impl_->io, impl_->Accept(), net::detached);
   impl_->loop->Start();
-  return impl_->acceptor.local_endpoint().port();
+  impl_->started = true;
+  return bound;
+}
+
+HttpServer::DrainReport HttpServer::Drain(double drain_s) {
+  DrainReport report;
+  if (!impl_ || !impl_->started) return report;
+  char note[160];
+  std::snprintf(note, sizeof note, "the server shut down before the call finished (drain time %g s)", drain_s);
+  impl_->drain_note = note;  // read on the I/O thread after the post below
+  report.in_flight = impl_->OnLoop([this] { return impl_->BeginDrain(); });
+  const auto deadline = std::chrono::steady_clock::now() + Wall(drain_s);
+  if (!impl_->WaitQuiet(deadline)) {
+    report.cut = impl_->OnLoop([this] { return impl_->CutCalls(); });
+    // Cut calls end with an error answer or event at once; a client that
+    // reads nothing holds its connection at most write_timeout_s.
+    report.quiet = impl_->WaitQuiet(std::chrono::steady_clock::now() + Wall(impl_->limits.write_timeout_s + 1));
+  } else {
+    report.quiet = true;
+  }
+  return report;
 }
 
 void HttpServer::Stop() {
   if (!impl_) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->gate->mu);
+    impl_->gate->open = false;
+  }
   impl_->loop->Stop();
 }
 

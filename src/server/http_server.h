@@ -24,10 +24,17 @@
 // Limits (HttpLimits, [serve] keys): a header block over max_header_bytes
 // gets 431, a body over max_body_bytes 413, malformed framing (bad
 // Content-Length, both Content-Length and Transfer-Encoding, a bad chunk) 400,
-// each with an error body, and the connection closes; a connection whose
-// request is not whole within request_timeout_s (a slow client, or an idle
-// keep-alive one) is closed; past max_connections a new connection gets 503. A failed accept
-// (out of descriptors) is retried with backoff, never the end of serving.
+// each with an error body, and the connection closes; a connection idle
+// past idle_timeout_s, a request whose header (body) is not in within
+// header_timeout_s (request_timeout_s) of its first byte, and a write that
+// cannot go out within write_timeout_s close the connection; past
+// max_connections a new connection gets 503. A failed accept (out of
+// descriptors) is retried with backoff, never the end of serving. A
+// streaming request may ask for keep-alive comments (kKeepaliveHeader).
+//
+// Shutdown, in order: Drain (stop accepting, let calls finish, cut the
+// rest with an error), then stop the service (its threads stop reporting),
+// then Stop or destroy the server.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +63,21 @@ class HttpServer {
   // Binds, starts the I/O thread and returns the bound port (useful with 0).
   // Throws InputError when the address cannot be bound.
   std::uint16_t Start();
-  // Stops the loop (a shared one too: stop servers when the process stops).
+  struct DrainReport {
+    std::size_t in_flight = 0;  // calls in flight when the drain began
+    std::size_t cut = 0;        // of those, ended by the drain time
+    bool quiet = false;         // every connection closed in the end
+  };
+  // A graceful shutdown: closes the listener and every connection waiting
+  // for a request; a request read meanwhile gets 503 shutting_down and
+  // answers close their connections. Calls in flight get `drain_s` wall
+  // seconds to finish; then each is cancelled (counted failed) and ends
+  // with 503 shutting_down: an error answer, or on a stream an error event
+  // and [DONE]. Blocks until every connection closed (or write_timeout_s
+  // past the cut); call from a thread other than the server's loop.
+  DrainReport Drain(double drain_s);
+  // Stops the loop (a shared one too: stop servers when the process stops);
+  // calls' later reports go nowhere.
   void Stop();
   // Blocks until SIGINT or SIGTERM (for the serving commands).
   void WaitForSignal();

@@ -157,6 +157,11 @@ ApiError ApiError::FromResponse(int status, std::string_view body) {
   if (const std::string t = text("type"); !t.empty()) e.type = t;
   e.param = text("param");
   e.code = text("code");
+  // An error event of a stream names the status it stands for (StreamError).
+  if (auto st = err->find("status"); st != err->end() && st->is_number_integer()) {
+    const int s = st->get<int>();
+    if (s >= 400 && s <= 599) e.status = s;
+  }
   return e;
 }
 

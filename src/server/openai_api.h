@@ -25,7 +25,8 @@ struct ApiError {
 
   nlohmann::json Body() const;
   // The error an upstream server answered: its status and body (an
-  // OpenAI-style body, or anything else, kept as the message).
+  // OpenAI-style body, or anything else, kept as the message). A body's
+  // error.status (a stream's error event, StreamError) overrides `status`.
   static ApiError FromResponse(int status, std::string_view body);
 };
 

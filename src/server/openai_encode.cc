@@ -104,7 +104,9 @@ std::string StreamFinal(const AnswerHead& head, std::string_view finish_reason, 
 }
 
 std::string StreamError(const ApiError& error) {
-  return "data: " + error.Body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  nlohmann::json body = error.Body();
+  body["error"]["status"] = error.status;  // what the status line would have said
+  return "data: " + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 
 std::string TokenCompletionBody(std::string_view model, std::span<const std::int32_t> prompt, std::int64_t max_tokens,

@@ -30,8 +30,17 @@ std::string CompletionBody(const AnswerHead& head, std::string_view text, std::s
 // "data: {...}\n\n" events. The first delta of a chat stream carries the role.
 std::string StreamDelta(const AnswerHead& head, std::string_view text, bool first_delta);
 std::string StreamFinal(const AnswerHead& head, std::string_view finish_reason, const Usage& usage);
+// An error event: the OpenAI error body, plus "status" (a Talaria
+// extension: the HTTP status the error would have had before the stream began).
 std::string StreamError(const ApiError& error);
 inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
+// Keep-alives (a Talaria extension): a streaming request with this header
+// (seconds, 0.1 to 60) gets its stream's head at once and a comment line
+// (which SSE readers skip) each period without an event, so the reader can
+// tell a call that waits for its slot from a server that hangs. An error
+// before the first token is then an error event, not a status line.
+inline constexpr const char* kKeepaliveHeader = "X-Talaria-Keepalive";
+inline constexpr std::string_view kKeepaliveComment = ": keepalive\n\n";
 
 // A /v1/completions request body with a token-id prompt.
 std::string TokenCompletionBody(std::string_view model, std::span<const std::int32_t> prompt, std::int64_t max_tokens,

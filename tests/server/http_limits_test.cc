@@ -39,8 +39,8 @@ using testing::HttpCall;
 
 class HttpLimitsTest : public ::testing::Test {
  protected:
+  void SetUp() override { profiles_.Add(testing::TinyProfile("m")); }
   void Start(HttpLimits limits) {
-    profiles_.Add(testing::TinyProfile("m"));
     ClusterConfig c;
     c.source = "test";
     c.instances.push_back(testing::TinyInstance("i0", {"m"}));
@@ -54,8 +54,8 @@ class HttpLimitsTest : public ::testing::Test {
     port_ = server_->Start();
   }
   void TearDown() override {
-    if (server_) server_->Stop();
-    if (gateway_) gateway_->Stop();
+    server_.reset();
+    gateway_.reset();
   }
 
   struct Raw {
@@ -130,19 +130,34 @@ TEST_F(HttpLimitsTest, OversizedAndMalformedRequestsGetAnErrorBodyThenTheClose) 
   EXPECT_EQ(HttpCall(port_, http::verb::get, "/health").status, 200);  // still serving
 }
 
-// A client that sends half a request (slowloris) or nothing holds its
-// connection only request_timeout_s, not the client's patience.
-TEST_F(HttpLimitsTest, ASlowOrIdleClientIsClosedAtTheRequestTimeout) {
-  HttpLimits limits;
-  limits.request_timeout_s = 0.3;
-  Start(limits);
-  for (const std::string& sent : {std::string("GET /health HTTP/1.1\r\nHost: x\r\n"), std::string()}) {
+// Each timeout closes the connection it governs while the others are far
+// off (30 s; the client waits 10 s): one that sends nothing (idle), half a
+// header block (slowloris), or a header whose body never comes.
+struct TimeoutCase {
+  const char* name;
+  double HttpLimits::*timeout;
+  std::string sent;
+};
+
+TEST_F(HttpLimitsTest, EachTimeoutClosesTheConnectionItGoverns) {
+  const TimeoutCase cases[] = {
+      {"idle", &HttpLimits::idle_timeout_s, ""},
+      {"header", &HttpLimits::header_timeout_s, "GET /health HTTP/1.1\r\nHost: x\r\n"},
+      {"request", &HttpLimits::request_timeout_s, Post("Content-Length: 100\r\n", "{\"model\":")},
+  };
+  for (const TimeoutCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    TearDown();
+    HttpLimits limits;
+    limits.idle_timeout_s = limits.header_timeout_s = limits.request_timeout_s = 30;
+    limits.*c.timeout = 0.3;
+    Start(limits);
     const auto start = std::chrono::steady_clock::now();
-    const Raw r = Send(sent);  // the blank line never comes
+    const Raw r = Send(c.sent);  // the rest never comes
     EXPECT_EQ(r.status, 0);
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // the client waits 10 s
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // closed, long before 10 s
+    EXPECT_EQ(HttpCall(port_, http::verb::get, "/health").status, 200);
   }
-  EXPECT_EQ(HttpCall(port_, http::verb::get, "/health").status, 200);
 }
 
 TEST_F(HttpLimitsTest, PastTheConnectionCapANewConnectionGets503) {

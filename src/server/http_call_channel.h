@@ -1,0 +1,75 @@
+// A call's reports on their way from the service's threads to the
+// connection that answers it: the events (delta, done, error), the channel
+// the connection's coroutine waits on, and the sink the service reports to,
+// which posts each event onto the server's I/O thread through a gate that
+// closes when the server stops. Used by server/http_server.cc only.
+#pragma once
+
+#include <utility>  // before Boost 1.74's asio (see http_server.cc)
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "server/openai_api.h"
+#include "server/service.h"
+
+namespace talaria::http_front {
+
+namespace net = boost::asio;
+
+// What a call's sink reports, marshalled onto the connection's executor.
+struct Event {
+  enum class Kind { kDelta, kDone, kError } kind;
+  std::string text;
+  Usage usage;
+  std::string finish_reason;
+  ApiError error;
+};
+
+struct CallChannel {
+  explicit CallChannel(net::any_io_executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}
+  std::deque<Event> events;
+  net::steady_timer timer;  // cancelled to wake the waiting coroutine
+};
+
+// Where calls' sinks post their reports: the server's executor while the
+// server runs. Stop() closes it, so no report can reach an io_context that
+// is gone, whichever of the server and the service a process tears down
+// first (instance threads report until their service stops).
+struct PostGate {
+  explicit PostGate(net::any_io_executor e) : ex(std::move(e)) {}
+  std::mutex mu;
+  bool open = true;  // guarded by mu
+  net::any_io_executor ex;
+};
+
+// The channel belongs to the connection's coroutine (its timer to the
+// server's io_context): the sink, which the service may release on any
+// thread and after the server is gone, holds it weakly, so the last
+// reference never drops on a foreign thread.
+class Sink final : public CompletionSink {
+ public:
+  Sink(std::shared_ptr<PostGate> gate, std::weak_ptr<CallChannel> channel)
+      : gate_(std::move(gate)), channel_(std::move(channel)) {}
+  void OnDelta(const std::string& text) override { Post(Event{Event::Kind::kDelta, text, {}, {}, {}}); }
+  void OnDone(const Usage& usage, const std::string& finish_reason) override {
+    Post(Event{Event::Kind::kDone, {}, usage, finish_reason, {}});
+  }
+  void OnError(const ApiError& error) override { Post(Event{Event::Kind::kError, {}, {}, {}, error}); }
+
+ private:
+  void Post(Event e);
+  std::shared_ptr<PostGate> gate_;
+  std::weak_ptr<CallChannel> channel_;
+};
+
+// Waits for the next event of a call; nullopt once `deadline` passes first.
+net::awaitable<std::optional<Event>> NextEvent(
+    CallChannel& channel, std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+
+}  // namespace talaria::http_front

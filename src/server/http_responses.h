@@ -1,0 +1,47 @@
+// The HTTP front's answers that are not a call's output: JSON and error
+// responses (OpenAI-style bodies), health, models, metrics and admin
+// answers, the errors of each refusal, and a tenant's view of telemetry.
+// Pure functions over Beast messages (server/http_server.cc serves them).
+#pragma once
+
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "server/openai_api.h"
+
+namespace talaria::http_front {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+using Response = boost::beast::http::response<boost::beast::http::string_body>;
+
+// A JSON response whose body is already serialized; keep-alive as the request.
+Response TextResponse(const Request& req, boost::beast::http::status status, std::string body);
+// Never throws: bytes that are not UTF-8 are replaced.
+Response JsonResponse(const Request& req, boost::beast::http::status status, const nlohmann::json& body);
+// The error's status and body; 429 carries Retry-After.
+Response ErrorResponse(const Request& req, const ApiError& e);
+Response HealthResponse(const Request& req);
+Response ModelsResponse(const Request& req, const std::vector<std::string>& models);
+Response MetricsResponse(const Request& req, std::string text);
+Response AdminResponse(const Request& req, const std::variant<nlohmann::json, ApiError>& result);
+
+ApiError MakeError(int status, std::string type, std::string code, std::string message);
+ApiError NotFound(const std::string& path);
+ApiError MethodNotAllowed(const char* use);
+ApiError Forbidden();  // /admin without the operator key
+ApiError Unauthorized(bool missing);
+// 503 shutting_down: a request or a call the server ends because it stops.
+ApiError ShuttingDown(const std::string& why);
+
+// "/admin/models/{model}/{action}" -> model, action; false for other paths.
+bool ParseAdminPath(const std::string& path, std::string& model, std::string& action);
+
+// A tenant's view of telemetry: only the sessions whose scoped ids start
+// with `scope` (the instance's own snapshot, or each instance's in the
+// gateway's list).
+void ScopeSessions(nlohmann::json& telemetry, const std::string& scope);
+
+}  // namespace talaria::http_front
