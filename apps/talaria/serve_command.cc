@@ -191,6 +191,8 @@ void RunGateway(const ServeArgs& a) {
     // A poll answered later than two heartbeats is a missed heartbeat.
     options.poll_timeout_s = std::max(0.05, 2 * cluster.heartbeat_s / cluster.serve.time_scale);
     options.poll_key = OperatorKey(cluster.serve);
+    options.keepalive_s = cluster.serve.upstream_keepalive_s;
+    options.silence_s = cluster.serve.upstream_silence_s;
     links.push_back(
         std::make_unique<RemoteInstanceLink>(cluster.instances[i].name, cluster.instance_addresses[i], options, loop));
   }

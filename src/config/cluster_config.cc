@@ -58,6 +58,15 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
     s.Optional("request_timeout_s", c.serve.http.request_timeout_s, 0.1, 3600);
     s.Optional("write_timeout_s", c.serve.http.write_timeout_s, 0.1, 3600);
     s.Optional("drain_timeout_s", c.serve.drain_timeout_s, 0, 3600);
+    s.Optional("upstream_keepalive_s", c.serve.upstream_keepalive_s, 0, 60);
+    s.Optional("upstream_silence_s", c.serve.upstream_silence_s, 0.1, 3600);
+    const double keepalive = c.serve.upstream_keepalive_s;
+    if (keepalive > 0 && keepalive < 0.1) {
+      s.Fail("upstream_keepalive_s", s.table()->get("upstream_keepalive_s"), "must be 0 (off) or at least 0.1");
+    } else if (keepalive > 0 && c.serve.upstream_silence_s < 2 * keepalive) {
+      s.Fail("upstream_silence_s", s.table()->get("upstream_silence_s"),
+             "must be at least twice upstream_keepalive_s, or every quiet call counts its instance hung");
+    }
     s.Optional("max_connections", c.serve.http.max_connections, 1, 1 << 20);
     s.Optional("session_idle_s", c.serve.session_idle_s, 0.001, 1e6);
     s.RejectUnknown();

@@ -46,6 +46,13 @@ struct ServeOptions {
   // accepting stops; the rest then end with a 503 shutting_down (a stream:
   // an error event and [DONE]) and count failed.
   double drain_timeout_s = 30;
+  // `talaria gateway` to its instance servers (wall seconds): each call asks
+  // for a keep-alive comment every upstream_keepalive_s while it waits, and
+  // an instance that sends no byte for upstream_silence_s counts as hung
+  // (the call goes elsewhere if nothing was streamed, else ends with an
+  // error event). upstream_keepalive_s 0 turns both off.
+  double upstream_keepalive_s = 1;
+  double upstream_silence_s = 5;
   HttpLimits http;
 };
 

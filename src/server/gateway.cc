@@ -372,10 +372,19 @@ void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& err
     }
   }
   if (call->ended.exchange(true)) return;
+  std::int32_t died = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(call->id);
+    // The instance died serving this call: no new placements on it until a
+    // heartbeat is answered; the call itself is not retried (its request
+    // may be what killed it).
+    if (error.code == kInstanceFailedCode) {
+      died = call->instance;
+      control_.OnUnreachable(died);
+    }
   }
+  if (died >= 0) metrics_.unreachable.Add(links_[static_cast<std::size_t>(died)]->name());
   ++metrics_.failed;
   call->sink->OnError(error);
 }

@@ -9,8 +9,10 @@
 // waits at the gateway, routed again one heartbeat period after each
 // failed try, up to overload_max_wait_s of emulated time, then 429 with the
 // router's reason), and installs leases from the completion hook. A call
-// whose instance turns out unreachable before anything was streamed is
-// placed again elsewhere. Heartbeats and retries run on a Timer: in
+// whose instance turns out unreachable (or hung) before anything was
+// streamed is placed again elsewhere; one whose instance died after taking
+// it fails with 502 instance_failed and is never placed again, so a request
+// that kills instances kills at most one. Heartbeats and retries run on a Timer: in
 // production an Asio timer thread in emulated time (time_scale), in tests
 // a manual clock the test advances.
 //

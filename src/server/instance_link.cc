@@ -11,6 +11,15 @@ ApiError UnreachableError(const std::string& instance, const std::string& why) {
   return e;
 }
 
+ApiError InstanceFailedError(const std::string& instance, const std::string& why) {
+  ApiError e;
+  e.status = 502;
+  e.type = "server_error";
+  e.code = kInstanceFailedCode;
+  e.message = "instance '" + instance + "' failed while serving the call: " + why;
+  return e;
+}
+
 // Relays to the gateway's sink and forgets the call's id mapping at its end.
 class LocalInstanceLink::IdReleasingSink final : public CompletionSink {
  public:

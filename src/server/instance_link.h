@@ -33,11 +33,16 @@ struct LinkCall {
   std::string api_key;         // the client's key, forwarded (it scopes the session there too)
 };
 
-// The error a link reports when the instance could not be reached or the
-// connection broke; the gateway retries such a call on another instance if
-// nothing has been streamed to the client yet.
+// The error a link reports when the instance could not be reached, or went
+// silent (a hung instance): the gateway retries such a call on another
+// instance if nothing has been streamed to the client yet.
 inline constexpr const char* kUnreachableCode = "instance_unreachable";
 ApiError UnreachableError(const std::string& instance, const std::string& why);
+// The error a link reports when the instance took the request and then the
+// connection broke (the instance died with it): 502, never retried, since
+// the request itself may be what killed it and would kill the next one.
+inline constexpr const char* kInstanceFailedCode = "instance_failed";
+ApiError InstanceFailedError(const std::string& instance, const std::string& why);
 
 class InstanceLink {
  public:

@@ -48,11 +48,12 @@ struct RemoteCall {
 };
 
 Request MakeRequest(http::verb verb, const std::string& target, const std::string& host, const std::string& key,
-                    std::string body) {
+                    std::string body, double keepalive_s = 0) {
   Request req{verb, target, 11};
   req.set(http::field::host, host);
   req.set(http::field::user_agent, "talaria-gateway");
   if (!key.empty()) req.set(http::field::authorization, "Bearer " + key);
+  if (keepalive_s > 0) req.set(kKeepaliveHeader, std::to_string(keepalive_s));
   req.keep_alive(true);
   if (!body.empty()) {
     req.set(http::field::content_type, "application/json");
@@ -70,6 +71,26 @@ struct StreamState {
   std::optional<ApiError> error;
 };
 
+// Why an exchange with the instance failed.
+struct Failure {
+  std::string why;
+  bool delivered = false;  // the request went out whole: the instance may have taken it
+  bool timed_out = false;  // silence, not a close, ended it
+};
+
+// A kept-alive connection the instance has closed (or that has bytes
+// nobody asked for) reads as ready: it is not reused.
+bool ShowsClose(Stream& conn) {
+  tcp::socket& socket = conn.socket();
+  boost::system::error_code ec;
+  socket.non_blocking(true, ec);
+  char c;
+  socket.receive(net::buffer(&c, 1), tcp::socket::message_peek, ec);
+  boost::system::error_code ignored;
+  socket.non_blocking(false, ignored);
+  return ec != net::error::would_block;
+}
+
 }  // namespace
 
 struct RemoteInstanceLink::Impl {
@@ -79,7 +100,11 @@ struct RemoteInstanceLink::Impl {
   RemoteLinkOptions options;
   std::shared_ptr<IoLoop> loop;
   net::io_context& io;
-  std::vector<std::unique_ptr<Stream>> idle;  // kept-alive connections; I/O thread only
+  struct Idle {
+    std::unique_ptr<Stream> conn;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::vector<Idle> idle;  // kept-alive connections, oldest first; I/O thread only
 
   std::mutex mu;
   std::unordered_map<std::int64_t, std::shared_ptr<RemoteCall>> live;  // guarded by mu
@@ -105,29 +130,65 @@ struct RemoteInstanceLink::Impl {
   }
 
   void Pool(std::unique_ptr<Stream> conn) {
-    if (idle.size() < options.max_idle_connections) idle.push_back(std::move(conn));
+    if (idle.size() < options.max_idle_connections) idle.push_back({std::move(conn), std::chrono::steady_clock::now()});
+  }
+
+  // The newest idle connection that is young enough and still open; null
+  // when none is.
+  std::unique_ptr<Stream> TakeIdle() {
+    const auto oldest = std::chrono::steady_clock::now() - Wall(options.max_idle_s);
+    while (!idle.empty()) {
+      Idle last = std::move(idle.back());
+      idle.pop_back();
+      if (last.since < oldest) {
+        idle.clear();  // every older one is past it too
+        return nullptr;
+      }
+      if (!ShowsClose(*last.conn)) return std::move(last.conn);
+    }
+    return nullptr;
+  }
+
+  // The error for a failed exchange (see the header's Failures).
+  ApiError ErrorOf(const Failure& f) const {
+    if (f.delivered && !f.timed_out) return InstanceFailedError(name, f.why);
+    return UnreachableError(name, f.why);
+  }
+
+  // An error the instance answered: a draining instance did not take the
+  // call, so it may go elsewhere.
+  ApiError Answered(ApiError e) const {
+    if (e.code == "shutting_down") return UnreachableError(name, "it is shutting down: " + e.message);
+    return e;
+  }
+
+  // Bounds the next read of a call by the silence allowed (none: wait).
+  void ExpectBytes(Stream& conn) const {
+    if (options.silence_s > 0 && options.keepalive_s > 0) {
+      conn.expires_after(Wall(options.silence_s));
+    } else {
+      conn.expires_never();  // a call may queue behind a long round
+    }
   }
 
   // Sends `req` and reads the response header, on a kept-alive connection
-  // when one is idle. A reused connection the instance has closed meanwhile
-  // is retried once on a fresh one. Null (with `error`) when the instance
-  // cannot be reached.
+  // when a live one is idle (a write that fails on it is retried once on a
+  // fresh one: the instance never had the request). Null (with `failure`)
+  // when the exchange failed. `header_timeout_s` bounds the wait for the
+  // header (0: ExpectBytes decides).
   net::awaitable<std::unique_ptr<Stream>> Exchange(const Request& req, beast::flat_buffer& buffer,
                                                    std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
-                                                   RemoteCall* rc, std::string& error) {
+                                                   RemoteCall* rc, Failure& failure) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-      std::unique_ptr<Stream> conn;
-      const bool reused = !idle.empty();
+      std::unique_ptr<Stream> conn = TakeIdle();
+      const bool reused = conn != nullptr;
       boost::system::error_code ec;
-      if (reused) {
-        conn = std::move(idle.back());
-        idle.pop_back();
-      } else {
+      if (!reused) {
         conn = std::make_unique<Stream>(io);
         conn->expires_after(Wall(options.connect_timeout_s));
         co_await conn->async_connect(endpoint, net::redirect_error(net::use_awaitable, ec));
         if (ec) {
-          error = "connect to " + host_header + ": " + ec.message();
+          failure.why = "connect to " + host_header + ": " + ec.message();
           co_return nullptr;
         }
         conn->socket().set_option(tcp::no_delay(true), ec);  // small writes go out at once
@@ -138,20 +199,28 @@ struct RemoteInstanceLink::Impl {
       }
       conn->expires_after(std::chrono::seconds(30));
       co_await http::async_write(*conn, req, net::redirect_error(net::use_awaitable, ec));
-      if (!ec) {
-        buffer.clear();
-        parser = std::make_unique<HeaderParser>();
-        if (header_timeout_s > 0) {
-          conn->expires_after(Wall(header_timeout_s));
-        } else {
-          conn->expires_never();  // a call may queue behind a long round
-        }
-        co_await http::async_read_header(*conn, buffer, *parser, net::redirect_error(net::use_awaitable, ec));
+      if (ec) {
+        if (rc != nullptr) rc->stream = nullptr;
+        failure.why = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header +
+                      ": sending the request: " + ec.message();
+        if (reused) continue;
+        co_return nullptr;
       }
+      buffer.clear();
+      parser = std::make_unique<HeaderParser>();
+      if (header_timeout_s > 0) {
+        conn->expires_after(Wall(header_timeout_s));
+      } else {
+        ExpectBytes(*conn);
+      }
+      co_await http::async_read_header(*conn, buffer, *parser, net::redirect_error(net::use_awaitable, ec));
       if (!ec) co_return conn;
       if (rc != nullptr) rc->stream = nullptr;
-      error = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header + ": " + ec.message();
-      if (!reused) co_return nullptr;
+      failure.delivered = true;
+      failure.timed_out = ec == beast::error::timeout;
+      failure.why = failure.timed_out ? "no answer for " + std::to_string(options.silence_s) + " s (hung?)"
+                                      : "the connection broke before the answer: " + ec.message();
+      co_return nullptr;
     }
     co_return nullptr;
   }
@@ -176,14 +245,20 @@ struct RemoteInstanceLink::Impl {
   }
 
   net::awaitable<void> RunCall(std::shared_ptr<RemoteCall> rc) {
-    const Request req = MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
-                                    TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, rc->call->stream, rc->call->session_id));
+    // With keep-alives every call streams from the instance: silence then
+    // means a hung instance, whatever the client asked for.
+    const bool upstream_stream = rc->call->stream || options.keepalive_s > 0;
+    const Request req =
+        MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
+                    TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
+                                        rc->call->session_id),
+                    upstream_stream ? options.keepalive_s : 0);
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
-    std::string error;
-    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, 0, rc.get(), error);
+    Failure failure;
+    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, 0, rc.get(), failure);
     if (conn == nullptr) {
-      End(*rc, [&] { rc->sink->OnError(UnreachableError(name, error)); });
+      End(*rc, [&] { rc->sink->OnError(ErrorOf(failure)); });
       co_return;
     }
     boost::system::error_code ec;
@@ -193,12 +268,12 @@ struct RemoteInstanceLink::Impl {
       co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
       rc->stream = nullptr;
       const ApiError e = ec ? UnreachableError(name, "reading its error answer: " + ec.message())
-                            : ApiError::FromResponse(status, body.get().body());
+                            : Answered(ApiError::FromResponse(status, body.get().body()));
       if (!ec && body.keep_alive()) Pool(std::move(conn));
       End(*rc, [&] { rc->sink->OnError(e); });
       co_return;
     }
-    if (!rc->call->stream) {  // one JSON answer: the text and the usage
+    if (!upstream_stream) {  // one JSON answer: the text and the usage
       http::response_parser<http::string_body> body{std::move(*header)};
       body.body_limit(boost::none);
       co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
@@ -206,7 +281,7 @@ struct RemoteInstanceLink::Impl {
       StreamState st;
       if (!ec) HandleEvent(body.get().body(), *rc, st);
       if (ec) {
-        End(*rc, [&] { rc->sink->OnError(UnreachableError(name, "the connection broke mid-call: " + ec.message())); });
+        End(*rc, [&] { rc->sink->OnError(InstanceFailedError(name, "the connection broke mid-call: " + ec.message())); });
       } else if (st.error || !st.got_usage) {
         End(*rc, [&] { rc->sink->OnError(st.error ? *st.error : UnreachableError(name, "its answer had no usage")); });
       } else {
@@ -225,6 +300,7 @@ struct RemoteInstanceLink::Impl {
       stream.get().body().size = chunk.size();
       // read_some: relay what arrived (an event is a few hundred bytes), not
       // what fills the buffer, or tokens reach the client in 16 KB bursts.
+      ExpectBytes(*conn);
       co_await http::async_read_some(*conn, buffer, stream, net::redirect_error(net::use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) break;
@@ -233,9 +309,12 @@ struct RemoteInstanceLink::Impl {
     }
     rc->stream = nullptr;
     if (ec) {
-      End(*rc, [&] { rc->sink->OnError(UnreachableError(name, "the connection broke mid-call: " + ec.message())); });
+      Failure f{"", true, ec == beast::error::timeout};
+      f.why = f.timed_out ? "no byte for " + std::to_string(options.silence_s) + " s mid-call (hung?)"
+                          : "the connection broke mid-call: " + ec.message();
+      End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
     } else if (st.error) {
-      End(*rc, [&] { rc->sink->OnError(*st.error); });
+      End(*rc, [&] { rc->sink->OnError(Answered(*st.error)); });
     } else if (!st.got_usage) {
       End(*rc, [&] { rc->sink->OnError(UnreachableError(name, "its stream ended without a final chunk")); });
     } else {
@@ -248,9 +327,9 @@ struct RemoteInstanceLink::Impl {
     const Request req = MakeRequest(http::verb::get, "/v1/telemetry", host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
-    std::string error;
+    Failure failure;
     std::optional<InstanceTelemetry> result;
-    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, error);
+    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, failure);
     if (conn != nullptr && header->get().result_int() == 200) {
       http::response_parser<http::string_body> body{std::move(*header)};
       body.body_limit(kMaxTelemetryBytes);

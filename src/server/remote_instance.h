@@ -5,12 +5,21 @@
 // final chunk's usage (cached tokens, KV source) ends the call. Telemetry
 // polls GET /v1/telemetry with a timeout.
 //
-// Failures: a refused or broken connection before the response ends is
-// reported as 503 instance_unreachable (UnreachableError), which the gateway
-// retries elsewhere when nothing was streamed yet; a reused keep-alive
-// connection the instance had closed is retried once on a fresh one first.
-// Cancel closes the call's connection; the instance server notices at its
-// next write and frees the call's slot and KV.
+// Calls stream from the instance with keep-alive comments (kKeepaliveHeader,
+// every keepalive_s), so silence means a hung instance, not a long queue.
+//
+// Failures:
+//   - the instance cannot be reached, the request could not be written
+//     whole, the instance is draining (503 shutting_down), or no byte came
+//     for silence_s (hung): 503 instance_unreachable (UnreachableError),
+//     which the gateway retries elsewhere when nothing was streamed yet;
+//   - the connection broke after the request went out (the instance died
+//     with it, perhaps of it): 502 instance_failed, never retried.
+// A kept-alive connection is reused only while it is younger than
+// max_idle_s and shows no close from the instance; a write that fails on a
+// reused one is retried once on a fresh one. Cancel closes the call's
+// connection; the instance server notices at its next write and frees the
+// call's slot and KV.
 //
 // Thread safety: every method may be called from any thread; sinks run on
 // the link's I/O thread.
@@ -29,6 +38,14 @@ struct RemoteLinkOptions {
   double connect_timeout_s = 1.0;  // wall seconds to establish a connection
   double poll_timeout_s = 1.0;     // wall seconds for a telemetry answer
   std::size_t max_idle_connections = 64;
+  // A kept-alive connection idle longer is closed instead of reused (below
+  // the instance servers' idle_timeout_s, so the gateway closes first).
+  double max_idle_s = 30;
+  // Wall seconds between the keep-alive comments a call asks its instance
+  // for, and without any byte before the call counts the instance hung.
+  // keepalive_s 0: neither (non-streaming calls then go unstreamed).
+  double keepalive_s = 1.0;
+  double silence_s = 5.0;
   std::string poll_key;  // bearer key of the telemetry polls (ServeOptions' OperatorKey)
 };
 

@@ -52,6 +52,21 @@ TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
   EXPECT_THAT(LoadError("[[instance]\n"), HasSubstr("not valid TOML"));
 }
 
+TEST(ClusterConfigTest, ServeTimeoutsHaveDefaultsAndTheirBoundsAreChecked) {
+  const ClusterConfig c = LoadClusterConfig(std::string(TALARIA_SOURCE_DIR) + "/configs/tp8-three-models.toml");
+  EXPECT_DOUBLE_EQ(c.serve.drain_timeout_s, 30);
+  EXPECT_DOUBLE_EQ(c.serve.http.idle_timeout_s, 60);
+  EXPECT_DOUBLE_EQ(c.serve.http.header_timeout_s, 10);
+  EXPECT_DOUBLE_EQ(c.serve.upstream_keepalive_s, 1);
+  const std::string instance = "[[instance]]\nmodels = [\"a\"]\n";
+  EXPECT_THAT(LoadError("[serve]\nupstream_keepalive_s = 3\n" + instance),
+              HasSubstr("key 'serve.upstream_silence_s': must be at least twice upstream_keepalive_s"));
+  EXPECT_THAT(LoadError("[serve]\nupstream_keepalive_s = 0.01\n" + instance),
+              HasSubstr("key 'serve.upstream_keepalive_s': must be 0 (off) or at least 0.1"));
+  EXPECT_THAT(LoadError("[serve]\nidle_timeout_s = 0\n" + instance), HasSubstr("key 'serve.idle_timeout_s'"));
+  EXPECT_EQ(LoadError("[serve]\nupstream_keepalive_s = 0\ndrain_timeout_s = 0\n" + instance), "");
+}
+
 TEST(AblationTest, NamesMapToTheSection51Switches) {
   Ablation a;
   ASSERT_TRUE(AblationByName("round-only", a));

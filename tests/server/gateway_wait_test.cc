@@ -17,57 +17,13 @@
 #include "instance/instance.h"
 #include "instance/test_profiles.h"
 #include "server/openai_api.h"
+#include "server/scripted_link.h"
 
 namespace talaria {
 namespace {
 
-class RecordingSink final : public CompletionSink {
- public:
-  void OnDelta(const std::string&) override {}
-  void OnDone(const Usage&, const std::string&) override { Settle("done", std::nullopt); }
-  void OnError(const ApiError& error) override { Settle("error", error); }
-  const std::string& outcome() const { return outcome_; }
-  ApiError error() const { return error_.value_or(ApiError{}); }
-
- private:
-  void Settle(const char* outcome, std::optional<ApiError> error) {
-    EXPECT_TRUE(outcome_.empty()) << "a second outcome: " << outcome;
-    outcome_ = outcome;
-    error_ = std::move(error);
-  }
-  std::string outcome_;
-  std::optional<ApiError> error_;
-};
-
-// An instance the test scripts: its polls answer with a real instance's
-// snapshot while `answers`, and the calls placed on it wait in `placed`.
-class ScriptedLink final : public InstanceLink {
- public:
-  ScriptedLink(const InstanceConfig& config, const ProfileSet& profiles) : instance_(config, profiles) {
-    instance_.Warmup(config.models.front(), TimePoint{});
-  }
-  const std::string& name() const override { return instance_.name(); }
-  void Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) override {
-    placed.push_back({std::move(call), std::move(sink)});
-  }
-  bool Cancel(std::int64_t) override { return false; }
-  void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) override {
-    if (!answers) return done(std::nullopt);
-    InstanceTelemetry t;
-    instance_.Snapshot(TimePoint{}, t);
-    done(t);
-  }
-
-  bool answers = true;
-  struct Placed {
-    std::shared_ptr<const LinkCall> call;
-    std::shared_ptr<CompletionSink> sink;
-  };
-  std::vector<Placed> placed;
-
- private:
-  Instance instance_;
-};
+using testing::RecordingSink;
+using testing::ScriptedLink;
 
 class GatewayWaitTest : public ::testing::Test {
  protected:

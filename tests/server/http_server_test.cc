@@ -13,6 +13,7 @@
 
 #include "instance/test_profiles.h"
 #include "server/http_client.h"
+#include "server/openai_encode.h"
 
 namespace talaria {
 namespace {
@@ -281,6 +282,48 @@ TEST_F(HttpServerTest, ApiKeysAreRequiredWhenConfigured) {
   EXPECT_EQ(Chat(body, "", "k1").status, 200);
   EXPECT_EQ(Call(http::verb::get, "/v1/models").status, 401);
   EXPECT_EQ(Call(http::verb::get, "/health").status, 200);  // health stays open
+}
+
+}  // namespace
+}  // namespace talaria
+
+namespace talaria {
+namespace {
+
+// A stream that asks for keep-alives (the gateway's links do) gets its head
+// at once and a comment line each period until its first token: here a
+// 900-token prefill, 0.9 s of wall time at time scale 1, with comments every
+// 0.1 s. Without the header nothing is sent before the first token.
+TEST_F(HttpServerTest, AStreamThatAsksForKeepalivesGetsCommentsUntilItsFirstToken) {
+  StartServer({}, /*time_scale=*/1);
+  for (const bool ask : {true, false}) {
+    SCOPED_TRACE(ask ? "asked" : "not asked");
+    net::io_context io;
+    tcp::socket socket(io);
+    socket.connect({net::ip::make_address("127.0.0.1"), port_});
+    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+    req.set(http::field::host, "localhost");
+    if (ask) req.set(kKeepaliveHeader, "0.1");
+    req.body() = json{{"model", "m"}, {"max_tokens", 2}, {"stream", true}, {"prompt", std::string(900, 'x')}}.dump();
+    req.prepare_payload();
+    http::write(socket, req);
+    std::string seen;
+    char buf[4096];
+    boost::system::error_code ec;
+    while (seen.find("data: {") == std::string::npos && !ec) {
+      const std::size_t n = socket.read_some(net::buffer(buf), ec);
+      seen.append(buf, n);
+    }
+    ASSERT_FALSE(ec) << ec.message();
+    const std::string before_first = seen.substr(0, seen.find("data: {"));
+    std::size_t comments = 0;
+    for (std::size_t at = 0; (at = before_first.find(": keepalive", at)) != std::string::npos; ++at) ++comments;
+    if (ask) {
+      EXPECT_GE(comments, 3u) << before_first;
+    } else {
+      EXPECT_EQ(comments, 0u) << before_first;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,231 @@
+// The gateway's link to an instance server against a scripted instance (a
+// raw socket on loopback that answers as the test says): a hung instance is
+// found by its silence before and after the first token, keep-alive
+// comments keep a slow call alive, an instance that dies after taking the
+// request fails the call without a retry, and a draining one sends it
+// elsewhere. (A stopped instance used to hold its calls with no timeout.)
+#include <utility>  // before Boost 1.74's asio (see http_server.cc)
+
+#include "server/remote_instance.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/openai_encode.h"
+
+namespace talaria {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+// One connection's worth of an instance: reads a request, then runs the
+// script on the socket; holds the socket open until the test ends.
+class ScriptedInstance {
+ public:
+  using Script = std::function<void(tcp::socket&)>;
+  explicit ScriptedInstance(Script script) : acceptor_(io_, {net::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, script = std::move(script)] {
+      tcp::socket socket(io_);
+      boost::system::error_code ec;
+      acceptor_.accept(socket, ec);
+      if (ec) return;
+      beast::flat_buffer buffer;
+      http::read(socket, buffer, request_, ec);
+      if (ec) return;
+      script(socket);
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] { return done_; });  // the socket stays open until then
+    });
+  }
+  ~ScriptedInstance() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    thread_.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
+  // The request it read (once the script has run).
+  const http::request<http::string_body>& request() const { return request_; }
+
+  static void Write(tcp::socket& socket, const std::string& bytes) {
+    boost::system::error_code ec;
+    net::write(socket, net::buffer(bytes), ec);
+  }
+  static void Chunk(tcp::socket& socket, std::string_view data) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    Write(socket, size + std::string(data) + "\r\n");
+  }
+  static void StreamHead(tcp::socket& socket) {
+    Write(socket, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+  }
+
+ private:
+  net::io_context io_;
+  tcp::acceptor acceptor_;
+  http::request<http::string_body> request_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+class RecordingSink final : public CompletionSink {
+ public:
+  void OnDelta(const std::string& text) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_ += text;
+  }
+  void OnDone(const Usage&, const std::string&) override { end_.set_value(std::nullopt); }
+  void OnError(const ApiError& e) override { end_.set_value(e); }
+  // The call's end: nullopt when it completed. Fails the test past 10 s.
+  std::optional<ApiError> End() {
+    auto f = end_.get_future();
+    if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "the call never ended";
+      return ApiError{};
+    }
+    return f.get();
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+  std::promise<std::optional<ApiError>> end_;
+};
+
+AnswerHead Head() {
+  AnswerHead h;
+  h.chat = false;
+  h.id = "cmpl-0";
+  h.model = "m";
+  return h;
+}
+
+// Runs one non-streaming call through a link to `instance` (keep-alives
+// every 0.1 s, hung after 0.3 s of silence) and returns its sink once it ended.
+std::shared_ptr<RecordingSink> RunCall(ScriptedInstance& instance, std::optional<ApiError>& end) {
+  RemoteLinkOptions options;
+  options.keepalive_s = 0.1;
+  options.silence_s = 0.3;
+  RemoteInstanceLink link("i0", instance.address(), options);
+  link.Start();
+  auto call = std::make_shared<LinkCall>();
+  call->model = "m";
+  call->prompt = {1, 2, 3};
+  call->max_tokens = 4;
+  call->stream = false;  // the client's choice; the link streams anyway
+  auto sink = std::make_shared<RecordingSink>();
+  link.Submit(call, sink);
+  end = sink->End();
+  link.Stop();
+  return sink;
+}
+
+TEST(RemoteLinkTest, AnInstanceThatNeverAnswersIsHungAfterTheSilence) {
+  ScriptedInstance instance([](tcp::socket&) {});
+  std::optional<ApiError> end;
+  RunCall(instance, end);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code, kUnreachableCode) << end->message;  // the gateway places it elsewhere
+  EXPECT_NE(end->message.find("hung"), std::string::npos) << end->message;
+  // It asked for keep-alives, and a stream, though the client streams not.
+  EXPECT_EQ(instance.request()[kKeepaliveHeader], "0.100000");
+  EXPECT_NE(instance.request().body().find("\"stream\":true"), std::string::npos) << instance.request().body();
+}
+
+TEST(RemoteLinkTest, SilenceAfterTheFirstTokenEndsTheCallWithAnError) {
+  ScriptedInstance instance([](tcp::socket& s) {
+    ScriptedInstance::StreamHead(s);
+    ScriptedInstance::Chunk(s, StreamDelta(Head(), "tok", true));
+  });
+  std::optional<ApiError> end;
+  auto sink = RunCall(instance, end);
+  EXPECT_EQ(sink->text(), "tok");
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code, kUnreachableCode) << end->message;
+  EXPECT_NE(end->message.find("mid-call"), std::string::npos) << end->message;
+}
+
+TEST(RemoteLinkTest, KeepaliveCommentsKeepASlowCallAlive) {
+  ScriptedInstance instance([](tcp::socket& s) {
+    ScriptedInstance::StreamHead(s);
+    // 0.8 s before the first token, far past the 0.3 s of allowed silence,
+    // in comments every 0.1 s (an instance's pace, not a wait for the test).
+    for (int i = 0; i < 8; ++i) {
+      ScriptedInstance::Chunk(s, kKeepaliveComment);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    Usage usage;
+    usage.completion_tokens = 1;
+    ScriptedInstance::Chunk(s, StreamDelta(Head(), "late", true));
+    ScriptedInstance::Chunk(s, StreamFinal(Head(), "length", usage));
+    ScriptedInstance::Chunk(s, kStreamDone);
+    ScriptedInstance::Write(s, "0\r\n\r\n");
+  });
+  std::optional<ApiError> end;
+  auto sink = RunCall(instance, end);
+  EXPECT_FALSE(end.has_value()) << end->message;
+  EXPECT_EQ(sink->text(), "late");
+}
+
+TEST(RemoteLinkTest, AnInstanceThatDiesAfterTakingTheRequestFailsTheCall) {
+  ScriptedInstance instance([](tcp::socket& s) { s.close(); });
+  std::optional<ApiError> end;
+  RunCall(instance, end);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code, kInstanceFailedCode) << end->message;  // never retried
+  EXPECT_EQ(end->status, 502);
+}
+
+TEST(RemoteLinkTest, ADrainingInstanceSendsTheCallElsewhere) {
+  ScriptedInstance instance([](tcp::socket& s) {
+    const std::string body = R"({"error":{"message":"shutting down","type":"server_error","code":"shutting_down"}})";
+    ScriptedInstance::Write(s, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body);
+  });
+  std::optional<ApiError> end;
+  RunCall(instance, end);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code, kUnreachableCode) << end->message;
+}
+
+TEST(RemoteLinkTest, AnErrorEventKeepsItsStatus) {
+  ScriptedInstance instance([](tcp::socket& s) {
+    ScriptedInstance::StreamHead(s);
+    ApiError e;
+    e.status = 400;
+    e.code = "context_length_exceeded";
+    e.message = "too long";
+    ScriptedInstance::Chunk(s, StreamError(e));
+    ScriptedInstance::Chunk(s, kStreamDone);
+    ScriptedInstance::Write(s, "0\r\n\r\n");
+  });
+  std::optional<ApiError> end;
+  RunCall(instance, end);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->status, 400);
+  EXPECT_EQ(end->code, "context_length_exceeded");
+}
+
+}  // namespace
+}  // namespace talaria
