@@ -21,13 +21,29 @@ std::string Format(double x) {
 
 }  // namespace
 
+namespace {
+
+InputError NotToml(const toml::parse_error& e, const std::string& source) {
+  const auto line = e.source().begin.line;
+  return InputError(line > 0 ? source + ":" + std::to_string(line) : source,
+                    "not valid TOML: " + std::string(e.description()));
+}
+
+}  // namespace
+
 toml::table ParseTomlFile(const std::string& path) {
   try {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    const auto line = e.source().begin.line;
-    throw InputError(line > 0 ? path + ":" + std::to_string(line) : path,
-                     "not valid TOML: " + std::string(e.description()));
+    throw NotToml(e, path);
+  }
+}
+
+toml::table ParseTomlText(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw NotToml(e, source);
   }
 }
 

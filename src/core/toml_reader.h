@@ -19,6 +19,8 @@ namespace talaria {
 
 // Parses a TOML file; a syntax error becomes an InputError naming the line.
 toml::table ParseTomlFile(const std::string& path);
+// The same for TOML text; `source` names it in errors.
+toml::table ParseTomlText(std::string_view text, const std::string& source);
 
 class TomlSection {
  public:

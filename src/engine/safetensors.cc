@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,10 @@ TensorMap LoadSafetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "cannot open");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseSafetensors(bytes, path);
+}
+
+TensorMap ParseSafetensors(std::string_view bytes, const std::string& path) {
   if (bytes.size() < 8) throw InputError(path, "too short for a safetensors header");
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
@@ -75,11 +80,17 @@ TensorMap LoadSafetensors(const std::string& path) {
     else throw InputError(where, "dtype " + dtype + " is not supported (F32, BF16, F16)");
     if (!shape_j.is_array()) throw InputError(where, "shape must be an array");
     Tensor t;
+    // Counted against the data there is, so no shape can overflow the count.
     std::uint64_t count = 1;
     for (const auto& dim : shape_j) {
       if (!dim.is_number_unsigned()) throw InputError(where, "shape entries must be non-negative integers");
-      t.shape.push_back(dim.get<std::int64_t>());
-      count *= dim.get<std::uint64_t>();
+      const auto d = dim.get<std::uint64_t>();
+      if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+          (d != 0 && count > data_size / width / d)) {
+        throw InputError(where, "its shape needs more than the " + std::to_string(data_size) + " data bytes");
+      }
+      t.shape.push_back(static_cast<std::int64_t>(d));
+      count *= d;
     }
     if (!offsets_j.is_array() || offsets_j.size() != 2 || !offsets_j[0].is_number_unsigned() ||
         !offsets_j[1].is_number_unsigned()) {

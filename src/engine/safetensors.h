@@ -7,12 +7,15 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "engine/cpu_model.h"
 
 namespace talaria {
 
 TensorMap LoadSafetensors(const std::string& path);
+// The same from a file's bytes; `source` names it in errors.
+TensorMap ParseSafetensors(std::string_view bytes, const std::string& source);
 
 // Writes `tensors` as F32 (names sorted, so the file is deterministic).
 void SaveSafetensors(const std::string& path, const TensorMap& tensors);

@@ -101,8 +101,21 @@ double ModelProfile::KvRestoreSeconds(std::int64_t tokens) const {
              h2d_bytes_per_s;
 }
 
-ModelProfile LoadProfile(const std::string& path) {
-  const toml::table root = ParseTomlFile(path);
+namespace {
+
+ModelProfile FromTable(const toml::table& root, const std::string& path);
+
+}  // namespace
+
+ModelProfile LoadProfile(const std::string& path) { return FromTable(ParseTomlFile(path), path); }
+
+ModelProfile ParseProfile(std::string_view text, const std::string& source) {
+  return FromTable(ParseTomlText(text, source), source);
+}
+
+namespace {
+
+ModelProfile FromTable(const toml::table& root, const std::string& path) {
   ProblemList problems;
   ModelProfile p;
   p.source = path;
@@ -205,6 +218,8 @@ ModelProfile LoadProfile(const std::string& path) {
   problems.ThrowIfAny();
   return p;
 }
+
+}  // namespace
 
 void ProfileSet::Add(ModelProfile profile) {
   auto key = std::make_pair(profile.name, profile.tp);

@@ -101,6 +101,8 @@ struct ModelProfile {
 };
 
 ModelProfile LoadProfile(const std::string& path);
+// The same from a profile's TOML text; `source` names it in errors.
+ModelProfile ParseProfile(std::string_view text, const std::string& source);
 
 // Every profiles/*.toml of a directory, keyed by (name, tp).
 class ProfileSet {
