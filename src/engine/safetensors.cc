@@ -80,14 +80,15 @@ TensorMap ParseSafetensors(std::string_view bytes, const std::string& path) {
     else throw InputError(where, "dtype " + dtype + " is not supported (F32, BF16, F16)");
     if (!shape_j.is_array()) throw InputError(where, "shape must be an array");
     Tensor t;
-    // Counted against the data there is, so no shape can overflow the count.
+    // No shape may overflow its byte count (a wrapped count could match a
+    // small byte range and then size the tensor without bound).
     std::uint64_t count = 1;
     for (const auto& dim : shape_j) {
       if (!dim.is_number_unsigned()) throw InputError(where, "shape entries must be non-negative integers");
       const auto d = dim.get<std::uint64_t>();
       if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
-          (d != 0 && count > data_size / width / d)) {
-        throw InputError(where, "its shape needs more than the " + std::to_string(data_size) + " data bytes");
+          (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / width / d)) {
+        throw InputError(where, "its shape's element count overflows");
       }
       t.shape.push_back(static_cast<std::int64_t>(d));
       count *= d;

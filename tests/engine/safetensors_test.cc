@@ -64,6 +64,10 @@ TEST(SafetensorsTest, BadFilesNameTheProblem) {
   EXPECT_NE(ErrorOf(path).find("tensor 'w': dtype I8 is not supported"), std::string::npos) << ErrorOf(path);
   WriteRaw(path, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd");
   EXPECT_NE(ErrorOf(path).find("holds 4 bytes; its shape and dtype need 8"), std::string::npos) << ErrorOf(path);
+  // 2^62 x 2 halves are 2^64 bytes, which wraps to the 0 bytes given: the
+  // count is refused, not allocated.
+  WriteRaw(path, R"({"w":{"dtype":"F16","shape":[4611686018427387904,2],"data_offsets":[0,0]}})", "");
+  EXPECT_NE(ErrorOf(path).find("tensor 'w': its shape's element count overflows"), std::string::npos) << ErrorOf(path);
   WriteRaw(path, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", "abcd");
   EXPECT_NE(ErrorOf(path).find("outside the 4 data bytes"), std::string::npos) << ErrorOf(path);
   std::ofstream(path, std::ios::binary) << "abc";
