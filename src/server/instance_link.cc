@@ -2,22 +2,25 @@
 
 namespace talaria {
 
-ApiError UnreachableError(const std::string& instance, const std::string& why) {
+namespace {
+
+ApiError LinkError(int status, const char* code, std::string message) {
   ApiError e;
-  e.status = 503;
+  e.status = status;
   e.type = "server_error";
-  e.code = kUnreachableCode;
-  e.message = "instance '" + instance + "' is unreachable: " + why;
+  e.code = code;
+  e.message = std::move(message);
   return e;
 }
 
+}  // namespace
+
+ApiError UnreachableError(const std::string& instance, const std::string& why) {
+  return LinkError(503, kUnreachableCode, "instance '" + instance + "' is unreachable: " + why);
+}
+
 ApiError InstanceFailedError(const std::string& instance, const std::string& why) {
-  ApiError e;
-  e.status = 502;
-  e.type = "server_error";
-  e.code = kInstanceFailedCode;
-  e.message = "instance '" + instance + "' failed while serving the call: " + why;
-  return e;
+  return LinkError(502, kInstanceFailedCode, "instance '" + instance + "' failed while serving the call: " + why);
 }
 
 // Relays to the gateway's sink and forgets the call's id mapping at its end.
