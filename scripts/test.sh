@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (packages, Release build, Node.js and the
-# openai npm package for the end-to-end test) and runs every test: the
+# openai npm package for the end-to-end tests, promtool) and runs every test: the
 # Release tree, then the same tests under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build type Sanitize, in build-sanitize/).
 # Usage: scripts/test.sh [--no-sanitize]
@@ -18,12 +18,17 @@ done
 
 jobs=$(nproc)
 scripts/setup.sh
-# The end-to-end test's client: Node.js and the openai npm package.
-if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+# What only the tests use: Node.js and npm (the end-to-end clients, with
+# the openai npm package) and Prometheus' promtool (the metrics lint).
+test_packages=()
+command -v node > /dev/null || test_packages+=(nodejs)
+command -v npm > /dev/null || test_packages+=(npm)
+command -v promtool > /dev/null || test_packages+=(prometheus)
+if [[ ${#test_packages[@]} -gt 0 ]]; then
   sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${test_packages[@]}"
 fi
 (cd tests/e2e && npm install --no-audit --no-fund --no-package-lock --silent)
 ctest --test-dir build --output-on-failure -j "$jobs"

@@ -84,6 +84,9 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.kv_free_bytes = static_cast<std::int64_t>(pool_.free_blocks()) * pool_.block_bytes();
   out.kv_total_bytes = static_cast<std::int64_t>(pool_.total_blocks()) * pool_.block_bytes();
   out.staging_slack_bytes = stager_.StagingSlackBytes(pool_);
+  out.host_kv_used_bytes = hkvr_.used_bytes();
+  out.host_kv_capacity_bytes = hkvr_.capacity_bytes();
+  out.host_kv_evicted_blocks = hkvr_.evicted_blocks();
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
   out.session_prefill = config_.pool == Pool::kCold && config_.ablation.sp;
   out.sessions.clear();

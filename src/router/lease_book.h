@@ -36,6 +36,9 @@ class LeaseBook {
   void Drop(SessionEntry& entry);
   // Drops the leases that expired by `now`, counting them.
   void ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters& counters);
+  // Leases installed and not yet consumed, discarded or swept as expired
+  // (expiry is swept at each routing decision).
+  std::size_t live() const { return owner_.size(); }
 
  private:
   ClusterView& view_;

@@ -61,6 +61,8 @@ Router::~Router() = default;
 
 std::size_t Router::sessions() const { return impl_->sessions.size(); }
 
+std::size_t Router::live_leases() const { return impl_->leases.live(); }
+
 std::size_t Router::instances() const { return static_cast<std::size_t>(impl_->view.size()); }
 
 bool Router::Healthy(std::int32_t instance) const { return impl_->view.status(instance).healthy; }

@@ -138,6 +138,8 @@ class Router {
   const RouterOptions& options() const { return options_; }
   std::size_t sessions() const;
   std::size_t instances() const;
+  // Leases not yet consumed, discarded or swept as expired (LeaseBook::live).
+  std::size_t live_leases() const;
   // The last health check's result (healthy until told otherwise).
   bool Healthy(std::int32_t instance) const;
   // The instance a session's live lease points at, or -1 (for tests).

@@ -19,6 +19,23 @@ std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& clust
   return links;
 }
 
+// A placement's outcome as the decisions metric labels it.
+const char* DecisionOutcome(const ControlPlane::Placement& p) {
+  switch (p.outcome) {
+    case ControlPlane::Placement::Outcome::kWait: return "wait";
+    case ControlPlane::Placement::Outcome::kRejected: return "overload";
+    case ControlPlane::Placement::Outcome::kPlaced: break;
+  }
+  if (p.last_resort) return "last_resort";
+  switch (p.decision.reason) {
+    case RouteDecision::Reason::kLease: return "lease";
+    case RouteDecision::Reason::kCost: return "cost";
+    case RouteDecision::Reason::kBaseline: return "baseline";
+    case RouteDecision::Reason::kOverload: break;
+  }
+  return "overload";
+}
+
 }  // namespace
 
 // The production clock (emulated seconds: the steady clock times the time
@@ -103,7 +120,8 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
       control_(cluster, profiles),
       sessions_(100'000, serve_.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }),
       last_(cluster.instances.size()),
-      polling_(cluster.instances.size(), false) {
+      polling_(cluster.instances.size(), false),
+      route_s_({1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2}) {
   if (cluster.instances.empty()) throw InputError(cluster.source, "no instances to serve");
   TALARIA_CHECK(links_.size() == cluster.instances.size(), "one link per instance");
 }
@@ -259,7 +277,10 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
     // accepted already and never waits. Stopping, a call is rejected at once
     // (Stop() has answered the waiting).
     const TimePoint arrived = call->waited && !retry ? call->submitted : now;
+    const auto decision_start = std::chrono::steady_clock::now();
     p = control_.Place(route, arrived, now, /*may_wait=*/!retry && !stop_);
+    route_s_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - decision_start).count());
+    decisions_.Add(DecisionOutcome(p));
     if (p.outcome == ControlPlane::Placement::Outcome::kPlaced) {
       call->instance = p.decision.instance;
       ++call->attempts;
@@ -387,6 +408,66 @@ void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& err
   if (died >= 0) metrics_.unreachable.Add(links_[static_cast<std::size_t>(died)]->name());
   ++metrics_.failed;
   call->sink->OnError(error);
+}
+
+
+std::string Gateway::RenderMetrics() {
+  std::string out = metrics_.Render();
+  route_s_.Render(out, "talaria_route_decision_seconds", "wall time of one routing decision at the gateway");
+  decisions_.Render(out, "talaria_route_decisions_total", "outcome",
+                    "routing decisions by outcome: lease, cost, baseline (a baseline router), last_resort (a wait "
+                    "ran out and the cheapest fresh instance took the call), wait, overload");
+  std::vector<std::optional<InstanceTelemetry>> snapshots;
+  std::vector<double> age_s;
+  std::vector<bool> healthy;
+  RouterCounters counters;
+  std::size_t live = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshots = last_;
+    counters = control_.counters();
+    live = control_.router().live_leases();
+    const TimePoint now = Now();
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      age_s.push_back(last_[i] ? ToSeconds(now - last_[i]->taken_at) : -1);
+      healthy.push_back(control_.healthy(static_cast<std::int32_t>(i)));
+    }
+  }
+  FamilyHeader(out, "talaria_leases_live", "gauge", "session leases installed and not yet consumed or expired");
+  out += "talaria_leases_live " + std::to_string(live) + "\n";
+  const std::pair<const char*, std::int64_t> lease_counts[] = {{"installed", counters.leases_installed},
+                                                               {"consumed", counters.leases_consumed},
+                                                               {"expired", counters.leases_expired},
+                                                               {"discarded", counters.leases_discarded}};
+  FamilyHeader(out, "talaria_leases_total", "counter",
+               "session leases by fate: installed at a completion; consumed by the return; expired unused; "
+               "discarded (live, but its instance was unhealthy or had lost the prefix)");
+  for (const auto& [fate, n] : lease_counts) out += "talaria_leases_total{fate=\"" + std::string(fate) + "\"} " + std::to_string(n) + "\n";
+  FamilyHeader(out, "talaria_telemetry_age_seconds", "gauge",
+               "emulated seconds since the instance's latest snapshot was asked for (absent before the first)");
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    if (age_s[i] >= 0) {
+      out += "talaria_telemetry_age_seconds{instance=\"" + links_[i]->name() + "\"} " + std::to_string(age_s[i]) + "\n";
+    }
+  }
+  FamilyHeader(out, "talaria_instance_healthy", "gauge", "1 while the instance answers its heartbeats");
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    out += "talaria_instance_healthy{instance=\"" + links_[i]->name() + "\"} " + (healthy[i] ? "1" : "0") + "\n";
+  }
+  // Every instance's families; in-process instances add their counters.
+  std::vector<InstanceCounters> local_counters(links_.size());
+  std::vector<InstanceSample> samples(links_.size());
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    samples[i].name = links_[i]->name();
+    if (snapshots[i]) samples[i].snapshot = &*snapshots[i];
+    if (auto* local = dynamic_cast<LocalInstanceLink*>(links_[i].get())) {
+      local_counters[i] = local->service().Counters();
+      samples[i].counters = &local_counters[i];
+      samples[i].histograms = &local->service().histograms();
+    }
+  }
+  RenderInstanceMetrics(out, samples);
+  return out;
 }
 
 }  // namespace talaria

@@ -81,6 +81,10 @@ class Gateway final : public CompletionService {
     return serve_.api_keys.empty() || key == OperatorKey(serve_);
   }
   ServerMetrics& metrics() override { return metrics_; }
+  // The call metrics, the routing families (decision latency and outcome,
+  // leases, telemetry age and health per instance) and every instance's
+  // families from its latest snapshot (and, in-process, its counters).
+  std::string RenderMetrics() override;
 
   // One heartbeat now: polls every instance (the timer also runs them,
   // every heartbeat_s; tests call it to step the control plane).
@@ -134,6 +138,8 @@ class Gateway final : public CompletionService {
   std::int64_t next_id_ = 0;
 
   ServerMetrics metrics_;
+  Histogram route_s_;           // wall seconds of one routing decision
+  LabeledCounter decisions_;    // by outcome: lease, cost, baseline, last_resort, wait, overload
   std::atomic<bool> stop_{false};
 };
 

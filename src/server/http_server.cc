@@ -371,7 +371,7 @@ struct HttpServer::Impl {
   }
 
   net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const Target& t) {
-    co_await Write(stream, MetricsResponse(req, metrics.Render()), t.label);
+    co_await Write(stream, MetricsResponse(req, service.RenderMetrics()), t.label);
   }
 
   net::awaitable<void> Models(beast::tcp_stream& stream, const Request& req, const Target& t) {

@@ -88,11 +88,22 @@ InstanceService::InstanceService(InstanceConfig config, const ProfileSet& profil
       sessions_(100'000, serve.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }) {
   driver_.SetSwitchObserver([this](const SwitchRecord& r) {
     metrics_.switches.Add(ToString(r.path));
+    histograms_.OnSwitch(r);
     if (switch_observer_) switch_observer_(r);
   });
+  driver_.SetRoundObserver([this](const RoundRecord& r) { histograms_.OnRound(r); });
 }
 
 InstanceService::~InstanceService() { Stop(); }
+
+std::string InstanceService::RenderMetrics() {
+  std::string out = metrics_.Render();
+  const InstanceTelemetry snapshot = Snapshot();
+  const InstanceCounters counters = Counters();
+  const InstanceSample self{&snapshot, name(), &counters, &histograms_};
+  RenderInstanceMetrics(out, std::span(&self, 1));
+  return out;
+}
 
 void InstanceService::SetSwitchObserver(std::function<void(const SwitchRecord&)> observer) {
   switch_observer_ = std::move(observer);

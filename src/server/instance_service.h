@@ -25,6 +25,7 @@
 
 #include "driver/session_client.h"
 #include "server/call_prep.h"
+#include "server/instance_metrics.h"
 #include "server/realtime_instance.h"
 #include "server/service.h"
 #include "config/cluster_config.h"
@@ -62,6 +63,11 @@ class InstanceService final : public CompletionService {
   bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(api_keys_, key); }
   bool IsOperator(const std::string& key) const override { return api_keys_.empty() || key == operator_key_; }
   ServerMetrics& metrics() override { return metrics_; }
+  std::string RenderMetrics() override;
+
+  // What the instance's metric families read (server/instance_metrics.h).
+  InstanceCounters Counters() { return driver_.Counters(); }
+  const InstanceHistograms& histograms() const { return histograms_; }
 
   // The deterministic filler text of output token `index` (sim engine).
   static std::string FillerToken(std::int64_t index);
@@ -78,6 +84,7 @@ class InstanceService final : public CompletionService {
   SessionContexts sessions_;
   std::atomic<std::int64_t> next_id_{0};
   ServerMetrics metrics_;
+  InstanceHistograms histograms_;
 };
 
 }  // namespace talaria

@@ -31,16 +31,41 @@ void Histogram::Observe(double value) {
 }
 
 void Histogram::Render(std::string& out, const std::string& name, const std::string& help) const {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  FamilyHeader(out, name, "histogram", help);
+  RenderSamples(out, name, "");
+}
+
+void Histogram::RenderSamples(std::string& out, const std::string& name, const std::string& labels) const {
+  const std::string open = labels.empty() ? "{" : "{" + labels + ",";
+  const std::string plain = labels.empty() ? "" : "{" + labels + "}";
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
-    out += name + "_bucket{le=\"" + Number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_bucket" + open + "le=\"" + Number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   cumulative += buckets_.back().load(std::memory_order_relaxed);
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  out += name + "_sum " + Number(static_cast<double>(sum_micros_.load()) * 1e-6) + "\n";
-  out += name + "_count " + std::to_string(count_.load()) + "\n";
+  out += name + "_bucket" + open + "le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += name + "_sum" + plain + " " + Number(static_cast<double>(sum_micros_.load()) * 1e-6) + "\n";
+  out += name + "_count" + plain + " " + std::to_string(count_.load()) + "\n";
+}
+
+void LabeledHistogram::Observe(const std::string& label, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& h = values_[label];
+  if (h == nullptr) h = std::make_unique<Histogram>(bounds_);
+  h->Observe(value);
+}
+
+void LabeledHistogram::RenderSamples(std::string& out, const std::string& name, const std::string& labels,
+                                     const std::string& label_name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [value, h] : values_) {
+    h->RenderSamples(out, name, labels + (labels.empty() ? "" : ",") + label_name + "=\"" + value + "\"");
+  }
+}
+
+void FamilyHeader(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
 void LabeledCounter::Add(const std::string& label, std::uint64_t n) {

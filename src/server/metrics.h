@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,7 +19,11 @@ class Histogram {
   // Upper bounds in seconds, ascending; +Inf is implicit.
   explicit Histogram(std::vector<double> bounds);
   void Observe(double value);
+  // The whole family: HELP, TYPE and the samples.
   void Render(std::string& out, const std::string& name, const std::string& help) const;
+  // The samples alone, each with `labels` (`a="x",b="y"`, or empty) before
+  // le: for a family whose label sets are several histograms.
+  void RenderSamples(std::string& out, const std::string& name, const std::string& labels) const;
 
  private:
   std::vector<double> bounds_;
@@ -39,6 +44,26 @@ class LabeledCounter {
   mutable std::mutex mu_;
   std::map<std::string, std::uint64_t> values_;
 };
+
+// Histograms keyed by a label value, created on first use with the same
+// bounds (label values must come from a bounded set: paths, phases).
+class LabeledHistogram {
+ public:
+  explicit LabeledHistogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {}
+  void Observe(const std::string& label, double value);
+  // Samples of every label value as `label_name`="value", after `labels`
+  // (`a="x",b="y"`, or empty).
+  void RenderSamples(std::string& out, const std::string& name, const std::string& labels,
+                     const std::string& label_name) const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Histogram>> values_;
+};
+
+// The HELP and TYPE lines that open a metric family.
+void FamilyHeader(std::string& out, const std::string& name, const char* type, const std::string& help);
 
 struct ServerMetrics {
   ServerMetrics();

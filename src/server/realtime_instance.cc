@@ -48,7 +48,9 @@ class RealtimeInstance::Events final : public InstanceEvents {
   void OnSwitch(const SwitchRecord& record) override {
     if (owner_.on_switch_) owner_.on_switch_(record);
   }
-  void OnRound(const RoundRecord&) override {}
+  void OnRound(const RoundRecord& record) override {
+    if (owner_.on_round_) owner_.on_round_(record);
+  }
 
  private:
   RealtimeInstance& owner_;
@@ -141,6 +143,11 @@ InstanceTelemetry RealtimeInstance::Snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   instance_.Snapshot(Now(), t);
   return t;
+}
+
+InstanceCounters RealtimeInstance::Counters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return instance_.counters();
 }
 
 Instance::AdminResult RealtimeInstance::Admin(const std::string& model, bool open) {

@@ -61,6 +61,8 @@ class RealtimeInstance {
   // Called (on the driver thread, unlocked) after every model switch.
   // REQUIRES: before Start().
   void SetSwitchObserver(std::function<void(const SwitchRecord&)> observer) { on_switch_ = std::move(observer); }
+  // The same after every round. REQUIRES: before Start().
+  void SetRoundObserver(std::function<void(const RoundRecord&)> observer) { on_round_ = std::move(observer); }
 
   // Queues a call; `call.chain` and `call.prompt_ids` are copied, so the
   // caller need not keep them.
@@ -70,6 +72,8 @@ class RealtimeInstance {
   // finished (its completion callback runs or has run).
   bool Cancel(std::int64_t call_id);
   InstanceTelemetry Snapshot();
+  // The scheduler's counters so far (a copy).
+  InstanceCounters Counters();
   // Operator residency control (see Instance::AdminOpen / AdminClose).
   Instance::AdminResult Admin(const std::string& model, bool open);
   bool Hosts(const std::string& model) const { return instance_.Hosts(model); }
@@ -111,6 +115,7 @@ class RealtimeInstance {
   std::vector<std::unique_ptr<Pending>> cancelled_;                       // guarded by mu_
   bool stop_ = false;                                      // guarded by mu_
   std::function<void(const SwitchRecord&)> on_switch_;
+  std::function<void(const RoundRecord&)> on_round_;
   std::thread thread_;
 };
 

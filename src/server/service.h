@@ -57,6 +57,9 @@ class CompletionService {
   // configured.
   virtual bool IsOperator(const std::string& key) const = 0;
   virtual ServerMetrics& metrics() = 0;
+  // GET /metrics: the Prometheus text page (docs/serving.md lists the
+  // families). Services add their own families to metrics().Render().
+  virtual std::string RenderMetrics() { return metrics().Render(); }
 };
 
 }  // namespace talaria

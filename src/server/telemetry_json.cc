@@ -50,6 +50,9 @@ json TelemetryToJson(const InstanceTelemetry& t) {
           {"kv_free_bytes", t.kv_free_bytes},
           {"kv_total_bytes", t.kv_total_bytes},
           {"staging_slack_bytes", t.staging_slack_bytes},
+          {"host_kv_used_bytes", t.host_kv_used_bytes},
+          {"host_kv_capacity_bytes", t.host_kv_capacity_bytes},
+          {"host_kv_evicted_blocks", t.host_kv_evicted_blocks},
           {"restore_bytes_per_s", t.restore_bytes_per_s},
           {"session_prefill", t.session_prefill},
           {"sessions", sessions}};
@@ -74,6 +77,9 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     get(j, "kv_free_bytes", t.kv_free_bytes);
     get(j, "kv_total_bytes", t.kv_total_bytes);
     get(j, "staging_slack_bytes", t.staging_slack_bytes);
+    get(j, "host_kv_used_bytes", t.host_kv_used_bytes);
+    get(j, "host_kv_capacity_bytes", t.host_kv_capacity_bytes);
+    get(j, "host_kv_evicted_blocks", t.host_kv_evicted_blocks);
     get(j, "restore_bytes_per_s", t.restore_bytes_per_s);
     // Optional (absent from instances before 2026-11-30): no wait, no SP.
     if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);

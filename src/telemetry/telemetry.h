@@ -61,6 +61,11 @@ struct InstanceTelemetry {
   std::int64_t kv_free_bytes = 0;
   std::int64_t kv_total_bytes = 0;
   std::int64_t staging_slack_bytes = 0;
+  // The host KV registry (HKVR): bytes held and its capacity, and blocks it
+  // evicted so far (a count since start).
+  std::int64_t host_kv_used_bytes = 0;
+  std::int64_t host_kv_capacity_bytes = 0;
+  std::int64_t host_kv_evicted_blocks = 0;
   double restore_bytes_per_s = 0;
   // A continuation of the active model with its prefix cached here enters
   // at the next decode boundary (session-prefill) instead of waiting for a

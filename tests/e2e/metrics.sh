@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Scrapes a loaded `talaria serve` (tests/e2e/metrics.toml: two instances,
+# three models, so calls queue, switch and return) and lints the page with
+# Prometheus' own `promtool check metrics`: it must report nothing. Then
+# checks that the families an operator reads are there and populated, so
+# the lint cannot pass on an empty page.
+# Usage: tests/e2e/metrics.sh path/to/talaria
+set -euo pipefail
+bin=$1
+dir=$(cd "$(dirname "$0")" && pwd)
+command -v promtool > /dev/null || { echo "metrics e2e: promtool is missing (scripts/test.sh installs Debian's prometheus)" >&2; exit 1; }
+source "$dir/start_server.sh"
+start_server "$dir/metrics.toml"
+url="http://127.0.0.1:$port"
+
+# Three sessions per model, two turns each, concurrently.
+call() {  # session, model, content
+  curl -sS --max-time 60 -H "X-Session-Id: $1" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$2\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"$3\"}]}" \
+    "$url/v1/chat/completions" > /dev/null
+}
+clients=()
+for model in qwen3-235b-a22b glm-5-nvfp4 qwen3.5-122b-a10b; do
+  for s in 1 2 3; do
+    (call "$model-$s" "$model" "first turn of a long agent task" && call "$model-$s" "$model" "second turn") &
+    clients+=($!)
+  done
+done
+for c in "${clients[@]}"; do wait "$c" || { echo "metrics e2e: FAILED: a call failed" >&2; exit 1; }; done
+sleep 0.3  # a heartbeat (0.05 s of wall time) brings the snapshots in
+
+page=$(curl -sS "$url/metrics")
+problems=$(echo "$page" | promtool check metrics 2>&1) || { echo "metrics e2e: FAILED: promtool: $problems" >&2; exit 1; }
+[[ -z "$problems" ]] || { echo "metrics e2e: FAILED: promtool reported: $problems" >&2; exit 1; }
+
+# A family is there and one of its samples is above zero.
+populated() {
+  echo "$page" | grep "^$1" | awk '{ if ($2 > 0) found = 1 } END { exit !found }' ||
+    { echo "metrics e2e: FAILED: $1 is missing or zero" >&2; echo "$page" | grep "^$1" >&2; exit 1; }
+}
+for family in talaria_calls_completed_total talaria_route_decision_seconds_count 'talaria_route_decisions_total{outcome="lease"}' \
+  talaria_leases_total talaria_model_resident talaria_model_active talaria_hbm_bytes talaria_switch_seconds_count \
+  talaria_round_seconds_count talaria_phase_seconds_total talaria_slot_holds_total talaria_rounds_total \
+  talaria_telemetry_age_seconds talaria_instance_healthy talaria_host_kv_capacity_bytes talaria_ttft_seconds_count; do
+  populated "$family"
+done
+echo "metrics e2e: ok ($(echo "$page" | grep -c '^# TYPE') families, promtool clean)"
