@@ -5,6 +5,7 @@
 #include "server/http_server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
@@ -83,6 +84,7 @@ struct HttpServer::Impl {
   std::shared_ptr<PostGate> gate;
   std::int64_t next_id = 0;
   bool started = false;
+  std::atomic<bool> stopped{false};
 
   ServerMetrics& metrics;  // the service's, looked up once
   HttpLimits limits;
@@ -210,6 +212,7 @@ struct HttpServer::Impl {
     const std::uint64_t serial = next_serial++;
     Open& self = open[serial];  // references into the map survive rehashing
     self.stream = &stream;
+    ++metrics.connections;
     try {
       if (open.size() > static_cast<std::size_t>(limits.max_connections)) {
         co_await Refuse(stream, 503, "too_many_connections",
@@ -255,6 +258,7 @@ struct HttpServer::Impl {
       // Client closed or timed out mid-answer: nothing more to say.
     }
     open.erase(serial);
+    --metrics.connections;
     boost::system::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_send, ec);
     CheckQuiet();
@@ -568,7 +572,7 @@ std::uint16_t HttpServer::Start() {
 
 HttpServer::DrainReport HttpServer::Drain(double drain_s) {
   DrainReport report;
-  if (!impl_ || !impl_->started) return report;
+  if (!impl_ || !impl_->started || impl_->stopped) return report;  // no loop runs the drain
   char note[160];
   std::snprintf(note, sizeof note, "the server shut down before the call finished (drain time %g s)", drain_s);
   impl_->drain_note = note;  // read on the I/O thread after the post below
@@ -587,6 +591,7 @@ HttpServer::DrainReport HttpServer::Drain(double drain_s) {
 
 void HttpServer::Stop() {
   if (!impl_) return;
+  impl_->stopped = true;
   {
     std::lock_guard<std::mutex> lock(impl_->gate->mu);
     impl_->gate->open = false;

@@ -119,6 +119,9 @@ std::string ServerMetrics::Render() const {
            "# TYPE talaria_calls_in_flight gauge\ntalaria_calls_in_flight " +
            std::to_string(a >= c + f ? a - c - f : 0) + "\n";
   }
+  out += "# HELP talaria_http_connections client connections open now\n"
+         "# TYPE talaria_http_connections gauge\ntalaria_http_connections " +
+         std::to_string(connections.load()) + "\n";
   rejected.Render(out, "talaria_calls_rejected_total", "reason", "calls no instance could take, by reason");
   Counter(out, "talaria_calls_waited_total", "calls that waited at the gateway for an instance to take them",
           waited.load());

@@ -80,6 +80,7 @@ struct ServerMetrics {
   std::atomic<std::uint64_t> waited{0};   // calls that waited at the gateway (overload)
   std::atomic<std::uint64_t> waiting{0};  // calls waiting there now
   LabeledCounter unreachable;             // by instance
+  std::atomic<std::int64_t> connections{0};  // client connections open now (the HTTP front's)
 
   Histogram ttft_s;
   Histogram tpot_s;

@@ -8,7 +8,9 @@
 #include <boost/beast.hpp>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,18 @@ inline Reply HttpCall(std::uint16_t port, boost::beast::http::verb verb, const s
   r.body = res.body();
   if (auto it = res.find(http::field::retry_after); it != res.end()) r.retry_after = std::string(it->value());
   return r;
+}
+
+// Whether `done()` became true within `limit`: for a state another thread
+// reaches (a server noticing a close), checked without sleeping.
+template <typename F>
+bool Eventually(F done, std::chrono::seconds limit = std::chrono::seconds(10)) {
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 // The value of `series` (a name, with labels if any) on a metrics page; 0

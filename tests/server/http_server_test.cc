@@ -183,12 +183,9 @@ TEST_F(HttpServerTest, ClientDisconnectMidStreamCancelsTheCall) {
     socket.read_some(net::buffer(first));  // the headers and a chunk or two
     socket.close();                          // then leave
   }
-  std::string metrics;
-  for (int i = 0; i < 200; ++i) {  // the server notices at its next write
-    metrics = Call(http::verb::get, "/metrics").body;
-    if (MetricValue(metrics, "talaria_calls_failed_total") == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // The server notices at its next write.
+  EXPECT_TRUE(testing::Eventually([&] { return gateway_->metrics().failed.load() == 1; }));
+  const std::string metrics = Call(http::verb::get, "/metrics").body;
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_failed_total"), 1u);
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_completed_total"), 0u);
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_accepted_total"), 1u);
@@ -213,12 +210,8 @@ TEST_F(HttpServerTest, AClientThatLeavesWhileWaitingHasItsCallCancelled) {
     http::write(socket, req);
     socket.close();  // before any answer
   }
-  std::string metrics;
-  for (int i = 0; i < 200; ++i) {
-    metrics = Call(http::verb::get, "/metrics").body;
-    if (MetricValue(metrics, "talaria_calls_failed_total") == 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(testing::Eventually([&] { return gateway_->metrics().failed.load() == 2; }));
+  const std::string metrics = Call(http::verb::get, "/metrics").body;
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_failed_total"), 2u);
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_completed_total"), 0u);
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_accepted_total"), 2u);
@@ -257,16 +250,11 @@ TEST_F(HttpServerTest, UnderLoadAcceptedEqualsCompletedPlusFailed) {
     });
   }
   for (auto& c : clients) c.join();
-  std::string metrics;
-  for (int i = 0; i < 2000; ++i) {  // a leaver is noticed at its next token
-    metrics = Call(http::verb::get, "/metrics").body;
-    const auto accepted = MetricValue(metrics, "talaria_calls_accepted_total");
-    if (accepted == MetricValue(metrics, "talaria_calls_completed_total") +
-                        MetricValue(metrics, "talaria_calls_failed_total")) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // A leaver is noticed at its next token.
+  const ServerMetrics& m = gateway_->metrics();
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return m.accepted.load() == m.completed.load() + m.failed.load(); }, std::chrono::seconds(20)));
+  const std::string metrics = Call(http::verb::get, "/metrics").body;
   const auto accepted = MetricValue(metrics, "talaria_calls_accepted_total");
   EXPECT_EQ(accepted, 32u);
   EXPECT_EQ(accepted, MetricValue(metrics, "talaria_calls_completed_total") +
