@@ -123,6 +123,7 @@ InstanceCounters& InstanceCounters::operator+=(const InstanceCounters& o) {
   rounds += o.rounds;
   hbm_peak_bytes = std::max(hbm_peak_bytes, o.hbm_peak_bytes);
   prefill_s += o.prefill_s;
+  session_prefill_s += o.session_prefill_s;
   decode_s += o.decode_s;
   return *this;
 }
@@ -314,6 +315,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
     case Step::Kind::kSessionPrefill: {
       round_.active_s += took;
       counters_.prefill_s += took;
+      if (step_.kind == Step::Kind::kSessionPrefill) counters_.session_prefill_s += took;
       Model& m = Active();
       if (const double predicted = step_cost::PrefillBatch(*m.profile, step_.prefill.items); predicted > 0) {
         m.prefill_scale = EwmaStep(m.prefill_scale, took / predicted, kStepScaleWeight);

@@ -155,6 +155,7 @@ struct InstanceCounters {
   std::int64_t rounds = 0;
   std::int64_t hbm_peak_bytes = 0;        // per rank, incl. the non-arena reserve
   double prefill_s = 0;                   // time in P and SP steps (restores included)
+  double session_prefill_s = 0;           // of prefill_s, the SP steps
   double decode_s = 0;                    // time in decode steps
 
   // Sums another instance's counters into these (the peak takes the max).

@@ -9,7 +9,11 @@
 #endif
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#if defined(__x86_64__)
+#include <emmintrin.h>  // SSE2: non-temporal stores
+#endif
 
 #include "core/error.h"
 
@@ -24,9 +28,34 @@ std::uint64_t Hash(const void* data, std::size_t n) {
 #endif
 }
 
+// Copies `n` bytes that are in cache to `dst` with non-temporal stores
+// where `dst` is 16-byte aligned: the destination lines are written without
+// being read first (a plain copy's stores read each line for ownership), and
+// do not evict the chunk being hashed. The caller fences once at the end.
+void StreamCopy(const std::byte* src, std::byte* dst, std::size_t n) {
+#if defined(__x86_64__)
+  const std::size_t head = std::min(n, (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16);
+  std::memcpy(dst, src, head);
+  std::size_t off = head;
+  for (; off + 64 <= n; off += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + off));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + off + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + off + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + off + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + off), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + off + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + off + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + off + 48), d);
+  }
+  std::memcpy(dst + off, src + off, n - off);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
 // Hashes `n` bytes at `src` while copying them to `dst`, a cache-sized
 // chunk at a time, so the bytes cross the memory bus once: the hash reads
-// a chunk in, the copy reads it back from cache.
+// a chunk in, the copy reads it back from cache and streams it out.
 std::uint64_t HashWhileCopying(const std::byte* src, void* dst, std::size_t n) {
   constexpr std::size_t kChunk = 4 * 1024;
   XXH3_state_t state;
@@ -39,8 +68,11 @@ std::uint64_t HashWhileCopying(const std::byte* src, void* dst, std::size_t n) {
 #else
     XXH3_64bits_update(&state, src + off, len);
 #endif
-    std::memcpy(out + off, src + off, len);
+    StreamCopy(src + off, out + off, len);
   }
+#if defined(__x86_64__)
+  _mm_sfence();  // the streamed stores are visible before the block is used
+#endif
   return XXH3_64bits_digest(&state);
 }
 

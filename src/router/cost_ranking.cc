@@ -117,6 +117,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // Ties go to the lowest index, resident or not.
     if (rc.cost_s < pick_cost || (rc.cost_s == pick_cost && rc.instance < pick)) {
       pick = rc.instance, pick_cost = rc.cost_s;
+      result.opens_replica = true;
     }
   }
   result.instance = pick;

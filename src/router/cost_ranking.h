@@ -29,6 +29,7 @@ class CostRanking {
     std::int32_t instance = -1;  // -1: no candidate passed the checks
     double cost_s = 0;
     bool any_fresh = false;  // some candidate had fresh telemetry
+    bool opens_replica = false;  // the pick does not hold the model open: Eq.2 admitted a new replica
   };
   Result Rank(const PlacementContext& ctx);
 

@@ -33,6 +33,7 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
   if (ranked.instance >= 0) {
     pick.reason = RouteDecision::Reason::kCost;
     pick.cost_s = ranked.cost_s;
+    pick.opens_replica = ranked.opens_replica;
   }
   return pick;
 }

@@ -38,6 +38,7 @@ struct PolicyPick {
   RouteDecision::Reason reason = RouteDecision::Reason::kOverload;
   bool lease_hit = false;
   double cost_s = 0;  // Eq.1 cost of the pick (cost ranking only)
+  bool opens_replica = false;  // cost ranking: the pick opens the model there (Eq.2)
   // No pick: whether some fresh candidate was seen (and failed admission).
   bool fresh_candidate_seen = false;
 };

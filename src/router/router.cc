@@ -136,6 +136,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   d.reason = pick.reason;
   d.lease_hit = pick.lease_hit;
   d.cost_s = pick.cost_s;
+  d.opens_replica = pick.opens_replica;
   // The overlay counts the call's own work there until a snapshot shows it.
   std::int64_t tokens = 0;
   CachedState(im.view, pick.instance, entry, model, tokens);

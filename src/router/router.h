@@ -93,6 +93,9 @@ struct RouteDecision {
   Overload overload = Overload::kNone;
   bool lease_hit = false;
   double cost_s = 0;
+  // kCost: the instance does not hold the model open; placing there opens
+  // a new replica, which Eq.2 admitted.
+  bool opens_replica = false;
 };
 const char* ToString(RouteDecision::Overload o);
 

@@ -29,7 +29,7 @@ const char* DecisionOutcome(const ControlPlane::Placement& p) {
   if (p.last_resort) return "last_resort";
   switch (p.decision.reason) {
     case RouteDecision::Reason::kLease: return "lease";
-    case RouteDecision::Reason::kCost: return "cost";
+    case RouteDecision::Reason::kCost: return p.decision.opens_replica ? "open" : "cost";
     case RouteDecision::Reason::kBaseline: return "baseline";
     case RouteDecision::Reason::kOverload: break;
   }
@@ -415,8 +415,9 @@ std::string Gateway::RenderMetrics() {
   std::string out = metrics_.Render();
   route_s_.Render(out, "talaria_route_decision_seconds", "wall time of one routing decision at the gateway");
   decisions_.Render(out, "talaria_route_decisions_total", "outcome",
-                    "routing decisions by outcome: lease, cost, baseline (a baseline router), last_resort (a wait "
-                    "ran out and the cheapest fresh instance took the call), wait, overload");
+                    "routing decisions by outcome: lease, cost (an instance holding the model open), open (Eq.2 "
+                    "opened a new replica), baseline (a baseline router), last_resort (a wait ran out and the "
+                    "cheapest fresh instance took the call), wait, overload");
   std::vector<std::optional<InstanceTelemetry>> snapshots;
   std::vector<double> age_s;
   std::vector<bool> healthy;

@@ -83,14 +83,18 @@ void HbmFamily(std::string& out, std::span<const InstanceSample> instances) {
 
 void PhaseFamily(std::string& out, std::span<const InstanceSample> instances) {
   FamilyHeader(out, "talaria_phase_seconds_total", "counter",
-               "emulated seconds the instance spent in each phase: prefill (P and SP steps, restores included) "
-               "and decode");
+               "emulated seconds the instance spent in each phase: prefill (queued-prefill P steps, restores "
+               "included), session_prefill (SP steps) and decode (D1, D and Dfin)");
   for (const InstanceSample& i : instances) {
     if (i.counters == nullptr) continue;
-    out += "talaria_phase_seconds_total{" + Label("instance", i.name) + ",phase=\"prefill\"} " +
-           Number(i.counters->prefill_s) + "\n";
-    out += "talaria_phase_seconds_total{" + Label("instance", i.name) + ",phase=\"decode\"} " +
-           Number(i.counters->decode_s) + "\n";
+    const std::pair<const char*, double> phases[] = {
+        {"prefill", i.counters->prefill_s - i.counters->session_prefill_s},
+        {"session_prefill", i.counters->session_prefill_s},
+        {"decode", i.counters->decode_s}};
+    for (const auto& [phase, seconds] : phases) {
+      out += "talaria_phase_seconds_total{" + Label("instance", i.name) + "," + Label("phase", phase) + "} " +
+             Number(seconds) + "\n";
+    }
   }
 }
 

@@ -269,6 +269,7 @@ TEST_F(RouterTest, ReplicaRuleAcceptsAndRejectsAroundItsThreshold) {
     r->OnTelemetry(1, Snap(++version_, 0, 0, /*m_resident=*/false), AtSeconds(0));
     const RouteDecision d = r->Route(Req("s", false), AtSeconds(0.1));
     EXPECT_EQ(d.instance, queue > 12.0 ? 1 : 0);
+    EXPECT_EQ(d.opens_replica, queue > 12.0);  // the decisions metric's "open"
   }
 }
 
@@ -290,6 +291,7 @@ TEST_F(RouterTest, AReplicaTiesWithAResidentCandidateByIndex) {
     r->OnTelemetry(1, Snap(++version_, 0, queue, /*m_resident=*/true), AtSeconds(0));
     const RouteDecision d = r->Route(Req("s", false), AtSeconds(0.1));
     EXPECT_EQ(d.instance, queue == 10.5 ? 0 : 1);
+    EXPECT_EQ(d.opens_replica, queue == 10.5);
   }
 }
 TEST_F(RouterTest, BaselinesPickAsScripted) {
