@@ -2,6 +2,10 @@
 
 #include "server/http_responses.h"
 
+#include <cstdlib>
+
+#include "server/openai_encode.h"
+
 namespace talaria::http_front {
 
 namespace http = boost::beast::http;
@@ -79,6 +83,16 @@ ApiError Unauthorized(bool missing) {
 }
 
 ApiError ShuttingDown(const std::string& why) { return MakeError(503, "server_error", "shutting_down", why); }
+
+double KeepaliveSeconds(const Request& req) {
+  auto it = req.find(kKeepaliveHeader);
+  if (it == req.end()) return 0;
+  const std::string value(it->value());
+  char* end = nullptr;
+  const double s = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !(s >= 0.1 && s <= 60)) return 0;
+  return s;
+}
 
 bool ParseAdminPath(const std::string& path, std::string& model, std::string& action) {
   static const std::string kPrefix = "/admin/models/";

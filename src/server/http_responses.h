@@ -36,6 +36,10 @@ ApiError Unauthorized(bool missing);
 // 503 shutting_down: a request or a call the server ends because it stops.
 ApiError ShuttingDown(const std::string& why);
 
+// The keep-alive period a stream's client asked for (kKeepaliveHeader,
+// seconds), or 0: none asked, or not a number in [0.1, 60].
+double KeepaliveSeconds(const Request& req);
+
 // "/admin/models/{model}/{action}" -> model, action; false for other paths.
 bool ParseAdminPath(const std::string& path, std::string& model, std::string& action);
 

@@ -60,18 +60,6 @@ std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta
   return {};
 }
 
-// The keep-alive period a stream's client asked for (X-Talaria-Keepalive,
-// seconds), or 0: none asked, or not a number in [0.1, 60].
-double KeepaliveSeconds(const Request& req) {
-  auto it = req.find(kKeepaliveHeader);
-  if (it == req.end()) return 0;
-  const std::string value(it->value());
-  char* end = nullptr;
-  const double s = std::strtod(value.c_str(), &end);
-  if (value.empty() || end != value.c_str() + value.size() || !(s >= 0.1 && s <= 60)) return 0;
-  return s;
-}
-
 }  // namespace
 
 struct HttpServer::Impl {
