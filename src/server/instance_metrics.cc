@@ -6,11 +6,7 @@
 namespace talaria {
 namespace {
 
-std::string Number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", x);
-  return buf;
-}
+std::string Number(double x) { return MetricNumber(x); }
 
 std::string Label(const char* name, const std::string& value) { return std::string(name) + "=\"" + value + "\""; }
 

@@ -6,11 +6,7 @@
 namespace talaria {
 namespace {
 
-std::string Number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
+std::string Number(double x) { return MetricNumber(x); }
 
 void Counter(std::string& out, const std::string& name, const std::string& help, std::uint64_t value) {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
@@ -62,6 +58,12 @@ void LabeledHistogram::RenderSamples(std::string& out, const std::string& name, 
   for (const auto& [value, h] : values_) {
     h->RenderSamples(out, name, labels + (labels.empty() ? "" : ",") + label_name + "=\"" + value + "\"");
   }
+}
+
+std::string MetricNumber(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", x);
+  return buf;
 }
 
 void FamilyHeader(std::string& out, const std::string& name, const char* type, const std::string& help) {

@@ -62,6 +62,10 @@ class LabeledHistogram {
   std::map<std::string, std::unique_ptr<Histogram>> values_;
 };
 
+// A sample's value as the exposition format writes it (15 significant
+// digits: byte counts stay exact).
+std::string MetricNumber(double x);
+
 // The HELP and TYPE lines that open a metric family.
 void FamilyHeader(std::string& out, const std::string& name, const char* type, const std::string& help);
 
