@@ -61,6 +61,11 @@ Router::~Router() = default;
 
 std::size_t Router::sessions() const { return impl_->sessions.size(); }
 
+bool Router::EndSession(std::string_view session_id) {
+  Impl& im = *impl_;
+  return im.sessions.Erase(session_id, [&](SessionEntry& ended) { im.leases.Drop(ended); });
+}
+
 std::size_t Router::live_leases() const { return impl_->leases.live(); }
 
 std::size_t Router::instances() const { return static_cast<std::size_t>(impl_->view.size()); }

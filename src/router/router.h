@@ -137,6 +137,11 @@ class Router {
   void OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
                    std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now);
 
+  // The client said the session has ended (an agent hint): its entry and
+  // its lease go now, so the lease charges no slot for a return that will
+  // not come. False when the session is unknown.
+  bool EndSession(std::string_view session_id);
+
   const RouterCounters& counters() const { return counters_; }
   const RouterOptions& options() const { return options_; }
   std::size_t sessions() const;

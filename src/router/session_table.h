@@ -68,6 +68,9 @@ class SessionTable {
   // recently used beyond `max_sessions` go, each handed to `drop` first.
   template <typename Drop>
   SessionEntry& Route(std::string_view id, TimePoint now, std::size_t max_sessions, double idle_s, Drop drop);
+  // Forgets a session, handing its entry to `drop` first; false when unknown.
+  template <typename Drop>
+  bool Erase(std::string_view id, Drop drop);
   // Marks an entry most recently used.
   void Touch(SessionEntry& e) { lru_.splice(lru_.end(), lru_, e.lru); }
 
@@ -111,6 +114,16 @@ SessionEntry& SessionTable::Route(std::string_view id, TimePoint now, std::size_
   found = entries_.emplace(std::string(id), SessionEntry{}).first;
   found->second.lru = lru_.insert(lru_.end(), found->first);
   return found->second;
+}
+
+template <typename Drop>
+bool SessionTable::Erase(std::string_view id, Drop drop) {
+  auto found = entries_.find(id);
+  if (found == entries_.end()) return false;
+  drop(found->second);
+  lru_.erase(found->second.lru);
+  entries_.erase(found);
+  return true;
 }
 
 }  // namespace talaria

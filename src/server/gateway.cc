@@ -246,6 +246,7 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   link->max_tokens = request.max_tokens;
   link->stream = request.stream;
   link->session_id = request.session_id;
+  link->session_end = request.session_end;
   link->api_key = api_key;
   auto call = std::make_shared<Call>();
   call->sink = std::move(sink);
@@ -360,6 +361,9 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
                          static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
                          now);
     sessions_.Update(c.scoped_session, std::move(context), call->submitted, now);
+    // The client said the session ends here: no lease holds a slot for a
+    // return that will not come (the hint costs only this session's locality).
+    if (c.session_end) control_.EndSession(c.scoped_session);
     live_.erase(call->id);
   }
   ++metrics_.completed;

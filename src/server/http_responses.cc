@@ -94,6 +94,20 @@ double KeepaliveSeconds(const Request& req) {
   return s;
 }
 
+std::string SessionHeader(const Request& req) {
+  for (const char* name : kSessionHeaders) {
+    if (auto it = req.find(name); it != req.end()) return std::string(it->value());
+  }
+  return {};
+}
+
+bool SessionEndHeader(const Request& req) {
+  auto it = req.find("X-Session-End");
+  if (it == req.end()) return false;
+  const auto v = it->value();
+  return v == "1" || boost::beast::iequals(v, "true");
+}
+
 bool ParseAdminPath(const std::string& path, std::string& model, std::string& action) {
   static const std::string kPrefix = "/admin/models/";
   if (path.rfind(kPrefix, 0) != 0) return false;

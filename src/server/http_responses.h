@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -39,6 +40,11 @@ ApiError ShuttingDown(const std::string& why);
 // The keep-alive period a stream's client asked for (kKeepaliveHeader,
 // seconds), or 0: none asked, or not a number in [0.1, 60].
 double KeepaliveSeconds(const Request& req);
+
+// The session a request names by header (kSessionHeaders, first found), or "".
+std::string SessionHeader(const Request& req);
+// Whether the request carries the session-end hint X-Session-End: true (or 1).
+bool SessionEndHeader(const Request& req);
 
 // "/admin/models/{model}/{action}" -> model, action; false for other paths.
 bool ParseAdminPath(const std::string& path, std::string& model, std::string& action);

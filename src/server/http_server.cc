@@ -450,11 +450,11 @@ struct HttpServer::Impl {
   net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
     const bool chat = t.path == "/v1/chat/completions";
     const std::string& label = t.label;
-    std::string session_header;
-    if (auto it = req.find("X-Session-Id"); it != req.end()) session_header = std::string(it->value());
+    const std::string session_header = SessionHeader(req);
     auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
     if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e), label);
-    const CompletionRequest request = std::get<CompletionRequest>(parsed);
+    CompletionRequest request = std::get<CompletionRequest>(parsed);
+    request.session_end |= SessionEndHeader(req);
 
     auto channel = std::make_shared<CallChannel>(co_await net::this_coro::executor);
     const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(gate, channel));

@@ -31,6 +31,7 @@ struct LinkCall {
   std::string session_id;      // as the client gave it (unscoped); empty: none
   std::string scoped_session;  // the gateway's scoped id (the same scoping the instance applies)
   std::string api_key;         // the client's key, forwarded (it scopes the session there too)
+  bool session_end = false;    // agent hint: the session's last call
 };
 
 // The error a link reports when the instance could not be reached, or went

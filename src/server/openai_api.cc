@@ -112,6 +112,14 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
       session_param = "metadata.session_id";
     }
   }
+  // Talaria's extension object: agent hints (docs/serving.md "Agent hints").
+  if (auto ext = j.find("talaria"); ext != j.end() && !ext->is_null()) {
+    if (!ext->is_object()) return Invalid("talaria", "'talaria' must be an object of hints", "invalid_type");
+    if (auto end = ext->find("session_end"); end != ext->end() && !end->is_null()) {
+      if (!end->is_boolean()) return Invalid("talaria.session_end", "'talaria.session_end' must be a boolean", "invalid_type");
+      out.session_end = end->get<bool>();
+    }
+  }
   if (out.session_id.size() > 256) return Invalid(session_param, "session ids are at most 256 bytes");
   if (!PrintableUtf8(out.session_id)) {
     return Invalid(session_param, "session ids must be printable UTF-8 (no control characters)", "invalid_value");

@@ -54,7 +54,14 @@ struct CompletionRequest {
   std::int64_t max_tokens = 256;
   bool stream = false;
   std::string session_id;  // as the client gave it (unscoped); empty if none
+  // Agent hint: this is the session's last call (X-Session-End: true, or
+  // "talaria": {"session_end": true}); its lease is not kept.
+  bool session_end = false;
 };
+
+// The headers that name a session, first match wins: X-Session-Id and the
+// aliases other gateways use.
+inline constexpr const char* kSessionHeaders[] = {"X-Session-Id", "X-Dynamo-Session-ID", "X-SMG-Routing-Key"};
 
 struct ParseLimits {
   std::int64_t max_tokens_limit = 32768;

@@ -102,5 +102,30 @@ TEST_F(GatewayFailoverTest, ACallThatHungAfterItsFirstTokenEndsWithTheError) {
   EXPECT_EQ(gateway_->metrics().failed.load(), 1u);
 }
 
+// The session-end hint (an agent's last call): the completion installs no
+// lease, so no slot is held for a return that will not come; without the
+// hint the same completion leaves one live lease.
+TEST_F(GatewayFailoverTest, TheSessionEndHintLeavesNoLease) {
+  for (const bool end : {false, true}) {
+    SCOPED_TRACE(end);
+    CompletionRequest r;
+    r.model = "m";
+    r.session_id = end ? "ending" : "going-on";
+    r.session_end = end;
+    r.messages.push_back(ChatMessage{"user", "last step"});
+    r.max_tokens = 4;
+    auto sink = std::make_shared<RecordingSink>();
+    const std::size_t before0 = Placements(0);
+    ASSERT_GE(gateway_->Submit(r, "", sink), 0);
+    ScriptedLink& link = *links_[Placements(0) > before0 ? 0 : 1];
+    Usage usage;
+    usage.completion_tokens = 4;
+    link.placed.back().sink->OnDone(usage, "length");
+    ASSERT_EQ(sink->outcome(), "done");
+  }
+  // One live lease: the session that goes on; the ending one left none.
+  EXPECT_NE(gateway_->RenderMetrics().find("\ntalaria_leases_live 1\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace talaria

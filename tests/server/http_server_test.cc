@@ -132,6 +132,26 @@ TEST_F(HttpServerTest, ChatCompletionAndASessionContinuationHitsTheCache) {
   EXPECT_EQ(c.Json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
+// The session header aliases other gateways use name the session as
+// X-Session-Id does: a continuation under each finds its cached prefix.
+TEST_F(HttpServerTest, SessionHeaderAliasesNameTheSession) {
+  StartServer();
+  const std::string turn1 = R"({"model":"m","max_tokens":8,"messages":[{"role":"system","content":")" +
+                            std::string(300, 's') + R"("},{"role":"user","content":"go"}]})";
+  for (const char* header : {"X-Dynamo-Session-ID", "X-SMG-Routing-Key"}) {
+    SCOPED_TRACE(header);
+    const std::string session = std::string("alias-") + header;
+    const Reply a = Call(http::verb::post, "/v1/chat/completions", turn1, {{header, session}});
+    ASSERT_EQ(a.status, 200) << a.body;
+    json turn2 = json::parse(turn1);
+    turn2["messages"].push_back({{"role", "assistant"}, {"content", a.Json()["choices"][0]["message"]["content"]}});
+    turn2["messages"].push_back({{"role", "user"}, {"content", "next"}});
+    const Reply b = Call(http::verb::post, "/v1/chat/completions", turn2.dump(), {{header, session}});
+    ASSERT_EQ(b.status, 200) << b.body;
+    EXPECT_GT(b.Json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<std::int64_t>(), 256);
+  }
+}
+
 TEST_F(HttpServerTest, StreamingSendsServerSentEventsEndingWithDone) {
   StartServer();
   const Reply r = Chat(R"({"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]})");

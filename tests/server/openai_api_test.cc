@@ -99,7 +99,9 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"TopPHigh", R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":1.5})", "top_p", "above 0"},
         Bad{"NTwo", R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":2})", "n", "only n = 1"},
         Bad{"StreamString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream", "boolean"},
-        Bad{"SessionNumber", R"({"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"session_id":7}})", "metadata.session_id", "must be a string"}),
+        Bad{"SessionNumber", R"({"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"session_id":7}})", "metadata.session_id", "must be a string"},
+        Bad{"HintsNotObject", R"({"model":"m","messages":[{"role":"user","content":"x"}],"talaria":true})", "talaria", "object of hints"},
+        Bad{"SessionEndString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"talaria":{"session_end":"yes"}})", "talaria.session_end", "must be a boolean"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Session ids go into telemetry and logs: bounded printable UTF-8 only,
@@ -120,6 +122,14 @@ TEST(OpenAiApiTest, SessionIdsArePrintableUtf8) {
   const ApiError in_body = Err(ParseChatCompletion(
       R"({"model":"m","messages":[{"role":"user","content":"x"}],"session_id":"a\u0001b"})", ""));
   EXPECT_EQ(in_body.param, "session_id");
+}
+
+TEST(OpenAiApiTest, TheSessionEndHintIsReadFromTheExtensionObject) {
+  const auto ended = ParseCompletion(R"({"model":"m","prompt":"x","talaria":{"session_end":true}})", "s");
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(ended));
+  EXPECT_TRUE(std::get<CompletionRequest>(ended).session_end);
+  const auto plain = ParseCompletion(R"({"model":"m","prompt":"x"})", "s");
+  EXPECT_FALSE(std::get<CompletionRequest>(plain).session_end);
 }
 
 TEST(OpenAiApiTest, SessionsAreScopedByApiKey) {
