@@ -19,21 +19,26 @@ std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& clust
   return links;
 }
 
-// A placement's outcome as the decisions metric labels it.
-const char* DecisionOutcome(const ControlPlane::Placement& p) {
+// The decisions metric's outcomes: an index into Gateway::decisions_ and its label.
+enum Outcome : std::size_t { kLease, kCost, kOpen, kBaseline, kLastResort, kWait, kOverload };
+constexpr const char* kOutcomes[] = {"lease", "cost", "open", "baseline", "last_resort", "wait", "overload"};
+static_assert(std::size(kOutcomes) == kOverload + 1 && kOverload + 1 == 7, "one counter per outcome (Gateway::decisions_)");
+
+// A placement's outcome: its index in kOutcomes.
+std::size_t DecisionOutcome(const ControlPlane::Placement& p) {
   switch (p.outcome) {
-    case ControlPlane::Placement::Outcome::kWait: return "wait";
-    case ControlPlane::Placement::Outcome::kRejected: return "overload";
+    case ControlPlane::Placement::Outcome::kWait: return kWait;
+    case ControlPlane::Placement::Outcome::kRejected: return kOverload;
     case ControlPlane::Placement::Outcome::kPlaced: break;
   }
-  if (p.last_resort) return "last_resort";
+  if (p.last_resort) return kLastResort;
   switch (p.decision.reason) {
-    case RouteDecision::Reason::kLease: return "lease";
-    case RouteDecision::Reason::kCost: return p.decision.opens_replica ? "open" : "cost";
-    case RouteDecision::Reason::kBaseline: return "baseline";
+    case RouteDecision::Reason::kLease: return kLease;
+    case RouteDecision::Reason::kCost: return p.decision.opens_replica ? kOpen : kCost;
+    case RouteDecision::Reason::kBaseline: return kBaseline;
     case RouteDecision::Reason::kOverload: break;
   }
-  return "overload";
+  return kOverload;
 }
 
 }  // namespace
@@ -281,7 +286,7 @@ bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
     const auto decision_start = std::chrono::steady_clock::now();
     p = control_.Place(route, arrived, now, /*may_wait=*/!retry && !stop_);
     route_s_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - decision_start).count());
-    decisions_.Add(DecisionOutcome(p));
+    decisions_[DecisionOutcome(p)].fetch_add(1, std::memory_order_relaxed);
     if (p.outcome == ControlPlane::Placement::Outcome::kPlaced) {
       call->instance = p.decision.instance;
       ++call->attempts;
@@ -418,18 +423,31 @@ void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& err
 std::string Gateway::RenderMetrics() {
   std::string out = metrics_.Render();
   route_s_.Render(out, "talaria_route_decision_seconds", "wall time of one routing decision at the gateway");
-  decisions_.Render(out, "talaria_route_decisions_total", "outcome",
-                    "routing decisions by outcome: lease, cost (an instance holding the model open), open (Eq.2 "
-                    "opened a new replica), baseline (a baseline router), last_resort (a wait ran out and the "
-                    "cheapest fresh instance took the call), wait, overload");
+  FamilyHeader(out, "talaria_route_decisions_total", "counter",
+               "routing decisions by outcome: lease, cost (an instance holding the model open), open (Eq.2 opened "
+               "a new replica), baseline (a baseline router), last_resort (a wait ran out and the cheapest fresh "
+               "instance took the call), wait, overload");
+  for (std::size_t k = 0; k < decisions_.size(); ++k) {
+    out += "talaria_route_decisions_total{outcome=\"" + std::string(kOutcomes[k]) + "\"} " +
+           std::to_string(decisions_[k].load(std::memory_order_relaxed)) + "\n";
+  }
   std::vector<std::optional<InstanceTelemetry>> snapshots;
   std::vector<double> age_s;
   std::vector<bool> healthy;
   RouterCounters counters;
   std::size_t live = 0;
+  std::vector<std::size_t> held(links_.size(), 0);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    snapshots = last_;
+    // A scrape copies no session map (the metrics read only its size).
+    snapshots.resize(last_.size());
+    for (std::size_t i = 0; i < last_.size(); ++i) {
+      if (!last_[i]) continue;
+      held[i] = last_[i]->sessions.size();
+      auto sessions = std::move(last_[i]->sessions);
+      snapshots[i] = *last_[i];
+      last_[i]->sessions = std::move(sessions);
+    }
     counters = control_.counters();
     live = control_.router().live_leases();
     const TimePoint now = Now();
@@ -464,6 +482,7 @@ std::string Gateway::RenderMetrics() {
   std::vector<InstanceSample> samples(links_.size());
   for (std::size_t i = 0; i < links_.size(); ++i) {
     samples[i].name = links_[i]->name();
+    samples[i].sessions_cached = held[i];
     if (snapshots[i]) samples[i].snapshot = &*snapshots[i];
     if (auto* local = dynamic_cast<LocalInstanceLink*>(links_[i].get())) {
       local_counters[i] = local->service().Counters();

@@ -144,9 +144,11 @@ void RenderInstanceMetrics(std::string& out, std::span<const InstanceSample> ins
   SnapshotFamily(out, instances, "talaria_host_kv_evicted_blocks_total", "counter",
                  "KV blocks the host KV registry evicted to make room",
                  [](const InstanceTelemetry& t) { return static_cast<double>(t.host_kv_evicted_blocks); });
-  SnapshotFamily(out, instances, "talaria_sessions_cached", "gauge",
-                 "sessions whose prefix the instance holds on device or in host KV",
-                 [](const InstanceTelemetry& t) { return static_cast<double>(t.sessions.size()); });
+  Family(out, instances, "talaria_sessions_cached", "gauge",
+         "sessions whose prefix the instance holds on device or in host KV", [](const InstanceSample& i, double& v) {
+           v = static_cast<double>(i.sessions_cached);
+           return i.snapshot != nullptr;
+         });
   CounterFamily(out, instances, "talaria_sp_admitted_total", "continuations admitted mid-slot by session-prefill",
                 &InstanceCounters::sp_admitted);
   CounterFamily(out, instances, "talaria_sp_deferred_total",

@@ -34,6 +34,7 @@ struct InstanceSample {
   std::string name;
   const InstanceCounters* counters = nullptr;
   const InstanceHistograms* histograms = nullptr;
+  std::size_t sessions_cached = 0;  // the snapshot's held prefixes (its map may be left out)
 };
 
 // Appends every family, each with the samples of all `instances`.

@@ -100,7 +100,7 @@ std::string InstanceService::RenderMetrics() {
   std::string out = metrics_.Render();
   const InstanceTelemetry snapshot = Snapshot();
   const InstanceCounters counters = Counters();
-  const InstanceSample self{&snapshot, name(), &counters, &histograms_};
+  const InstanceSample self{&snapshot, name(), &counters, &histograms_, snapshot.sessions.size()};
   RenderInstanceMetrics(out, std::span(&self, 1));
   return out;
 }

@@ -1,7 +1,7 @@
 // The gateway's link to an instance server against a scripted instance (a
 // raw socket on loopback that answers as the test says): a hung instance is
 // found by its silence before and after the first token, keep-alive
-// comments keep a slow call alive, an instance that dies after taking the
+// comments keep a slow call alive (against a real instance server), an instance that dies after taking the
 // request fails the call without a retry, and a draining one sends it
 // elsewhere. (A stopped instance used to hold its calls with no timeout.)
 #include <utility>  // before Boost 1.74's asio (see http_server.cc)
@@ -19,6 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "instance/test_profiles.h"
+#include "server/http_server.h"
+#include "server/instance_service.h"
 #include "server/openai_encode.h"
 
 namespace talaria {
@@ -123,15 +126,16 @@ AnswerHead Head() {
 
 // Runs one non-streaming call through a link to `instance` (keep-alives
 // every 0.1 s, hung after 0.3 s of silence) and returns its sink once it ended.
-std::shared_ptr<RecordingSink> RunCall(ScriptedInstance& instance, std::optional<ApiError>& end) {
+std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional<ApiError>& end,
+                                       std::vector<std::int32_t> prompt = {1, 2, 3}) {
   RemoteLinkOptions options;
   options.keepalive_s = 0.1;
   options.silence_s = 0.3;
-  RemoteInstanceLink link("i0", instance.address(), options);
+  RemoteInstanceLink link("i0", address, options);
   link.Start();
   auto call = std::make_shared<LinkCall>();
   call->model = "m";
-  call->prompt = {1, 2, 3};
+  call->prompt = std::move(prompt);
   call->max_tokens = 4;
   call->stream = false;  // the client's choice; the link streams anyway
   auto sink = std::make_shared<RecordingSink>();
@@ -144,7 +148,7 @@ std::shared_ptr<RecordingSink> RunCall(ScriptedInstance& instance, std::optional
 TEST(RemoteLinkTest, AnInstanceThatNeverAnswersIsHungAfterTheSilence) {
   ScriptedInstance instance([](tcp::socket&) {});
   std::optional<ApiError> end;
-  RunCall(instance, end);
+  RunCall(instance.address(), end);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kUnreachableCode) << end->message;  // the gateway places it elsewhere
   EXPECT_NE(end->message.find("hung"), std::string::npos) << end->message;
@@ -159,39 +163,38 @@ TEST(RemoteLinkTest, SilenceAfterTheFirstTokenEndsTheCallWithAnError) {
     ScriptedInstance::Chunk(s, StreamDelta(Head(), "tok", true));
   });
   std::optional<ApiError> end;
-  auto sink = RunCall(instance, end);
+  auto sink = RunCall(instance.address(), end);
   EXPECT_EQ(sink->text(), "tok");
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kUnreachableCode) << end->message;
   EXPECT_NE(end->message.find("mid-call"), std::string::npos) << end->message;
 }
 
+// A real instance server: a 900-token prefill on the tiny emulated model
+// takes about 0.9 s of wall time at time scale 1, three times the 0.3 s of
+// silence allowed, and the server's keep-alive comments (every 0.1 s) carry
+// the call through it to its tokens.
 TEST(RemoteLinkTest, KeepaliveCommentsKeepASlowCallAlive) {
-  ScriptedInstance instance([](tcp::socket& s) {
-    ScriptedInstance::StreamHead(s);
-    // 0.8 s before the first token, far past the 0.3 s of allowed silence,
-    // in comments every 0.1 s (an instance's pace, not a wait for the test).
-    for (int i = 0; i < 8; ++i) {
-      ScriptedInstance::Chunk(s, kKeepaliveComment);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    Usage usage;
-    usage.completion_tokens = 1;
-    ScriptedInstance::Chunk(s, StreamDelta(Head(), "late", true));
-    ScriptedInstance::Chunk(s, StreamFinal(Head(), "length", usage));
-    ScriptedInstance::Chunk(s, kStreamDone);
-    ScriptedInstance::Write(s, "0\r\n\r\n");
-  });
+  ProfileSet profiles;
+  profiles.Add(testing::TinyProfile("m"));
+  ServeOptions serve;
+  serve.time_scale = 1;
+  InstanceService service(testing::TinyInstance("i0", {"m"}), profiles, serve);
+  service.Start();
+  HttpServer server(service, "127.0.0.1", 0);
+  const std::uint16_t port = server.Start();
   std::optional<ApiError> end;
-  auto sink = RunCall(instance, end);
+  auto sink = RunCall("127.0.0.1:" + std::to_string(port), end, std::vector<std::int32_t>(900, 'x'));
   EXPECT_FALSE(end.has_value()) << end->message;
-  EXPECT_EQ(sink->text(), "late");
+  EXPECT_FALSE(sink->text().empty());
+  server.Drain(5);
+  service.Stop();
 }
 
 TEST(RemoteLinkTest, AnInstanceThatDiesAfterTakingTheRequestFailsTheCall) {
   ScriptedInstance instance([](tcp::socket& s) { s.close(); });
   std::optional<ApiError> end;
-  RunCall(instance, end);
+  RunCall(instance.address(), end);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kInstanceFailedCode) << end->message;  // never retried
   EXPECT_EQ(end->status, 502);
@@ -204,7 +207,7 @@ TEST(RemoteLinkTest, ADrainingInstanceSendsTheCallElsewhere) {
                                    std::to_string(body.size()) + "\r\n\r\n" + body);
   });
   std::optional<ApiError> end;
-  RunCall(instance, end);
+  RunCall(instance.address(), end);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kUnreachableCode) << end->message;
 }
@@ -221,7 +224,7 @@ TEST(RemoteLinkTest, AnErrorEventKeepsItsStatus) {
     ScriptedInstance::Write(s, "0\r\n\r\n");
   });
   std::optional<ApiError> end;
-  RunCall(instance, end);
+  RunCall(instance.address(), end);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->status, 400);
   EXPECT_EQ(end->code, "context_length_exceeded");

@@ -75,10 +75,7 @@ class ShutdownTest : public ::testing::Test {
   }
   // Waits until the gateway has accepted `n` calls (they are in flight).
   void AwaitAccepted(std::uint64_t n) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (gateway_->metrics().accepted.load() < n && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::yield();
-    }
+    EXPECT_TRUE(testing::Eventually([&] { return gateway_->metrics().accepted.load() >= n; }, std::chrono::seconds(20)));
     ASSERT_EQ(gateway_->metrics().accepted.load(), n);
   }
 
