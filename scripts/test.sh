@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (packages, Release build, Node.js and the
-# openai npm package for the end-to-end tests, promtool) and runs every test: the
+# openai npm package for the end-to-end tests, promtool, redis-server and
+# nginx) and runs every test: the
 # Release tree, then the same tests under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build type Sanitize, in build-sanitize/).
 # Usage: scripts/test.sh [--no-sanitize]
@@ -19,11 +20,14 @@ done
 jobs=$(nproc)
 scripts/setup.sh
 # What only the tests use: Node.js and npm (the end-to-end clients, with
-# the openai npm package) and Prometheus' promtool (the metrics lint).
+# the openai npm package), Prometheus' promtool (the metrics lint), and
+# redis-server and nginx (the gateway-replica deployment test).
 test_packages=()
 command -v node > /dev/null || test_packages+=(nodejs)
 command -v npm > /dev/null || test_packages+=(npm)
 command -v promtool > /dev/null || test_packages+=(prometheus)
+command -v redis-server > /dev/null || test_packages+=(redis-server)
+command -v nginx > /dev/null || [[ -x /usr/sbin/nginx ]] || test_packages+=(nginx)
 if [[ ${#test_packages[@]} -gt 0 ]]; then
   sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)

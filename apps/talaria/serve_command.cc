@@ -52,7 +52,13 @@ struct ServeArgs {
   std::string port_file;
   std::string name;                           // talaria instance
   std::vector<std::string> instance_address;  // talaria gateway: NAME=IP:PORT
+  std::string state;                          // talaria gateway / serve: [serve] state
 };
+
+// Where session state lives, for the start-up line.
+std::string StateNote(const ClusterConfig& c) {
+  return c.serve.state.empty() ? "session state in this process" : "session state shared on " + c.serve.state;
+}
 
 ClusterConfig LoadWithOverrides(const ServeArgs& a) {
   ClusterConfig cluster = !a.config.empty()  ? LoadClusterConfig(a.config)
@@ -64,6 +70,7 @@ ClusterConfig LoadWithOverrides(const ServeArgs& a) {
   }
   if (!a.host.empty()) cluster.serve.host = a.host;
   if (a.time_scale > 0) cluster.serve.time_scale = a.time_scale;
+  if (!a.state.empty()) cluster.serve.state = a.state;
   cluster.instance_addresses.resize(cluster.instances.size());
   return cluster;
 }
@@ -125,10 +132,11 @@ void RunServe(const ServeArgs& a) {
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   Gateway gateway(cluster, profiles);
   gateway.Start();
-  char detail[256];
-  std::snprintf(detail, sizeof detail, "%zu instance%s in this process; %s; %s", cluster.instances.size(),
+  char detail[512];
+  std::snprintf(detail, sizeof detail, "%zu instance%s in this process; %s; %s; %s", cluster.instances.size(),
                 cluster.instances.size() == 1 ? "" : "s",
-                EngineNote(cluster.instances, cluster.serve.time_scale).c_str(), KeysNote(cluster).c_str());
+                EngineNote(cluster.instances, cluster.serve.time_scale).c_str(), KeysNote(cluster).c_str(),
+                StateNote(cluster).c_str());
   ServeUntilSignal(gateway, [&] { gateway.Stop(); }, cluster.serve.host, cluster.serve.port, a, "serve", detail,
                    cluster.serve);
 }
@@ -157,7 +165,7 @@ void RunInstance(const ServeArgs& a) {
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   InstanceService service(cluster.instances[index], profiles, cluster.serve);
   service.Start();
-  char detail[256];
+  char detail[512];
   std::snprintf(detail, sizeof detail, "instance '%s'; %s; %s", service.name().c_str(),
                 EngineNote(std::span(&cluster.instances[index], 1), cluster.serve.time_scale).c_str(),
                 KeysNote(cluster).c_str());
@@ -199,9 +207,9 @@ void RunGateway(const ServeArgs& a) {
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   Gateway gateway(cluster, profiles, std::move(links));
   gateway.Start();
-  char detail[256];
-  std::snprintf(detail, sizeof detail, "gateway over %zu instance server%s; %s", cluster.instances.size(),
-                cluster.instances.size() == 1 ? "" : "s", KeysNote(cluster).c_str());
+  char detail[512];
+  std::snprintf(detail, sizeof detail, "gateway over %zu instance server%s; %s; %s", cluster.instances.size(),
+                cluster.instances.size() == 1 ? "" : "s", KeysNote(cluster).c_str(), StateNote(cluster).c_str());
   ServeUntilSignal(gateway, [&] { gateway.Stop(); }, cluster.serve.host, cluster.serve.port, a, "gateway", detail,
                    cluster.serve, loop);
 }
@@ -219,6 +227,13 @@ void AddCommonOptions(CLI::App* cmd, ServeArgs& args, const char* config_help) {
   cmd->add_option("--port-file", args.port_file, "write the bound port to this file once listening (with --port 0)");
 }
 
+void AddStateOption(CLI::App* cmd, ServeArgs& args) {
+  cmd->add_option("--state", args.state,
+                  "redis://[:PASSWORD@]HOST[:PORT][/DB]: share session state (session table, leases, live-lease "
+                  "counts) with other gateway replicas on this Redis (overrides [serve] state; default: in this "
+                  "process)");
+}
+
 }  // namespace
 
 void AddServeCommand(CLI::App& app) {
@@ -228,6 +243,7 @@ void AddServeCommand(CLI::App& app) {
                "engine emulates the GPUs (an emulation, not a GPU), the cpu engine computes real tokens");
   AddCommonOptions(cmd, *serve, "cluster config with a [serve] table (default: the embedded TP=8 three-model server)");
   cmd->add_option("--port", serve->port, "port to bind, 0 for any (overrides [serve] port; default 8080)");
+  AddStateOption(cmd, *serve);
   cmd->callback([serve] { RunServe(*serve); });
 
   auto inst = std::make_shared<ServeArgs>();
@@ -248,6 +264,7 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--port", gw->port, "port to bind, 0 for any (overrides [serve] port; default 8080)");
   cmd->add_option("--instance-address", gw->instance_address,
                   "NAME=IP:PORT: where instance NAME listens (overrides its address; repeatable)");
+  AddStateOption(cmd, *gw);
   cmd->callback([gw] { RunGateway(*gw); });
 }
 

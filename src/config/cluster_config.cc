@@ -68,6 +68,8 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
              "must be at least twice upstream_keepalive_s, or every quiet call counts its instance hung");
     }
     s.Optional("max_connections", c.serve.http.max_connections, 1, 1 << 20);
+    s.Optional("state", c.serve.state);
+    s.Optional("state_timeout_s", c.serve.state_timeout_s, 0.001, 60);
     s.Optional("session_idle_s", c.serve.session_idle_s, 0.001, 1e6);
     s.RejectUnknown();
   }

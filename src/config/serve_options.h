@@ -53,6 +53,14 @@ struct ServeOptions {
   // error event). upstream_keepalive_s 0 turns both off.
   double upstream_keepalive_s = 1;
   double upstream_silence_s = 5;
+  // Gateway replicas: where the session table, leases and live-lease counts
+  // are shared ("redis://[:PASSWORD@]HOST[:PORT][/DB]"; docs/serving.md
+  // "Gateway replicas"). Empty: the gateway keeps them in its own process.
+  std::string state;
+  // Wall seconds the gateway waits for the state store on any operation;
+  // past it the call is routed on local state and the store counts as down
+  // until a heartbeat finds it back.
+  double state_timeout_s = 0.05;
   HttpLimits http;
 };
 

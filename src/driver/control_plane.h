@@ -88,6 +88,15 @@ class ControlPlane {
     router_.OnCompleted(session_id, model, instance, kv_tokens, output_tokens, now);
   }
 
+  // --- Shared state (gateway replicas): Router::AdoptSession and
+  // Router::SetSharedLeases.
+  void AdoptSession(std::string_view session_id, const SharedSession& shared, TimePoint now) {
+    router_.AdoptSession(session_id, shared, now);
+  }
+  void SetSharedLeases(std::int32_t instance, std::string_view model, std::int32_t total) {
+    router_.SetSharedLeases(instance, model, total);
+  }
+
   const Router& router() const { return router_; }
   const RouterCounters& counters() const { return router_.counters(); }
 

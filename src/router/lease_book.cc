@@ -5,11 +5,11 @@
 namespace talaria {
 
 void LeaseBook::Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance,
-                        std::int32_t model, std::int64_t prefix_tokens, TimePoint now, double tau_s) {
+                        std::int32_t model, std::int64_t prefix_tokens, TimePoint now, TimePoint expires) {
   Drop(entry);
-  entry.lease = Lease{instance, model, prefix_tokens, now + FromSeconds(tau_s), now, next_id_++};
+  entry.lease = Lease{instance, model, prefix_tokens, expires, now, next_id_++};
   owner_.emplace(entry.lease.id, std::string(session_id));
-  expiry_.emplace_back(entry.lease.expires, entry.lease.id);
+  expiry_.emplace(entry.lease.expires, entry.lease.id);
   view_.ChargeLease(instance, model, +1);
 }
 
@@ -20,9 +20,9 @@ void LeaseBook::Drop(SessionEntry& entry) {
 }
 
 void LeaseBook::ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters& counters) {
-  while (!expiry_.empty() && expiry_.front().first <= now) {
-    const std::uint64_t id = expiry_.front().second;
-    expiry_.pop_front();
+  while (!expiry_.empty() && expiry_.top().first <= now) {
+    const std::uint64_t id = expiry_.top().second;
+    expiry_.pop();
     auto owner = owner_.find(id);
     if (owner == owner_.end()) continue;  // consumed or discarded already
     SessionEntry* s = sessions.Find(owner->second);

@@ -1,6 +1,7 @@
 // The router's leases (paper §3.3, Algorithm 1 lines 1-9): a session's soft
 // reservation, installed only when one of its calls completes, with
-// t_exp = t_done + tau. While live it holds one admission unit in its
+// t_exp = t_done + tau (or adopted from another gateway replica with the
+// expiry it had there). While live it holds one admission unit in its
 // model's next slot on its instance (ClusterView::ChargeLease). A return
 // consumes it; a lease that expires, or is found unusable, is dropped. A
 // lease is consumed or dropped once.
@@ -9,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <functional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/time.h"
 #include "router/cluster_view.h"
@@ -28,9 +31,10 @@ class LeaseBook {
   // `view` is charged for every live lease; it must outlive the book.
   explicit LeaseBook(ClusterView& view) : view_(view) {}
 
-  // Installs `entry`'s successor lease (replacing a live one).
+  // Installs `entry`'s successor lease (replacing a live one), live until
+  // `expires`.
   void Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance, std::int32_t model,
-               std::int64_t prefix_tokens, TimePoint now, double tau_s);
+               std::int64_t prefix_tokens, TimePoint now, TimePoint expires);
   // Ends `entry`'s lease, if any (consumed, discarded, or its session
   // dropped from the table).
   void Drop(SessionEntry& entry);
@@ -43,7 +47,9 @@ class LeaseBook {
  private:
   ClusterView& view_;
   std::unordered_map<std::uint64_t, std::string> owner_;  // live lease id -> session
-  std::deque<std::pair<TimePoint, std::uint64_t>> expiry_;  // FIFO: tau is constant
+  // Soonest expiry on top (adopted leases expire out of install order).
+  using Due = std::pair<TimePoint, std::uint64_t>;
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> expiry_;
   std::uint64_t next_id_ = 1;
 };
 

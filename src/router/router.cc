@@ -51,6 +51,8 @@ struct Router::Impl {
   SessionTable sessions;
   LeaseBook leases;
   std::unique_ptr<PlacementPolicy> policy;
+  // Other replicas' live leases charged to the view, [model][instance].
+  std::vector<std::vector<std::int32_t>> shared_leases;
 };
 
 Router::Router(RouterOptions options, std::vector<std::string> instances, std::vector<std::int32_t> tps,
@@ -105,8 +107,45 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   im.sessions.Touch(*e);
   if (!im.policy->InstallsLeases() || options_.lease_tau_s <= 0) return;
   // The successor lease: installed only here, never by routing.
-  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, options_.lease_tau_s);
+  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(options_.lease_tau_s));
   ++counters_.leases_installed;
+}
+
+void Router::AdoptSession(std::string_view session_id, const SharedSession& shared, TimePoint now) {
+  Impl& im = *impl_;
+  if (shared.instance < 0 || shared.instance >= im.view.size()) return;
+  SessionEntry& e = im.sessions.Route(session_id, now, options_.session_table_size, options_.session_table_idle_s,
+                                      [&](SessionEntry& dropped) { im.leases.Drop(dropped); });
+  const std::int32_t model = im.view.ModelId(shared.model);
+  if (e.last_instance < 0 || shared.done >= e.last_done) {
+    e.last_instance = shared.instance;
+    if (e.first_instance < 0) e.first_instance = shared.instance;
+    e.model = model;
+    e.kv_tokens = shared.kv_tokens;
+    e.last_done = shared.done;
+    e.last_use = std::max(e.last_use, shared.done);
+  }
+  if (shared.lease && shared.lease_expires > now && im.policy->InstallsLeases()) {
+    im.leases.Install(session_id, e, shared.instance, model, shared.kv_tokens, now, shared.lease_expires);
+  } else {
+    im.leases.Drop(e);
+  }
+}
+
+void Router::SetSharedLeases(std::int32_t instance, std::string_view model_name, std::int32_t total) {
+  Impl& im = *impl_;
+  if (instance < 0 || instance >= im.view.size()) return;
+  const std::int32_t model = im.view.ModelId(model_name);
+  auto& per_model = im.shared_leases;
+  if (per_model.size() <= static_cast<std::size_t>(model)) per_model.resize(static_cast<std::size_t>(model) + 1);
+  auto& charged = per_model[static_cast<std::size_t>(model)];
+  if (charged.empty()) charged.assign(static_cast<std::size_t>(im.view.size()), 0);
+  std::int32_t& shared = charged[static_cast<std::size_t>(instance)];
+  // The store's count includes this router's own live leases there.
+  const std::int32_t own = im.view.Candidates(model)[static_cast<std::size_t>(instance)].live_leases - shared;
+  const std::int32_t others = std::max(0, total - own);
+  im.view.ChargeLease(instance, model, others - shared);
+  shared = others;
 }
 
 std::int32_t Router::LeaseOf(std::string_view session_id, TimePoint now) const {

@@ -99,6 +99,19 @@ struct RouteDecision {
 };
 const char* ToString(RouteDecision::Overload o);
 
+// What another gateway replica recorded for a session, as the shared
+// session store (server/session_store.h) returned it: the session's last
+// completion and, when one was live, the successor lease this replica has
+// just taken from the store (it is now this router's to consume).
+struct SharedSession {
+  std::int32_t instance = -1;  // where the last call completed
+  std::string_view model;
+  std::int64_t kv_tokens = 0;
+  TimePoint done;  // that completion, on this router's timeline
+  bool lease = false;
+  TimePoint lease_expires;
+};
+
 struct RouterCounters {
   std::int64_t decisions = 0;
   std::int64_t leases_installed = 0;
@@ -141,6 +154,19 @@ class Router {
   // its lease go now, so the lease charges no slot for a return that will
   // not come. False when the session is unknown.
   bool EndSession(std::string_view session_id);
+
+  // --- Shared state (gateway replicas; docs/serving.md "Gateway replicas").
+  // Before a session's call is routed, what the shared store holds for it:
+  // a record newer than this router's entry replaces the entry's last
+  // instance, model and KV length. The store is authoritative for the lease:
+  // its lease replaces a local one, and without one a local lease is dropped
+  // (another replica consumed it, or it expired), so no lease is honoured
+  // twice. Unknown instances are ignored.
+  void AdoptSession(std::string_view session_id, const SharedSession& shared, TimePoint now);
+  // The live leases all replicas hold on (instance, model), as the shared
+  // store counts them: those beyond this router's own are charged to the
+  // model's next slot there too (Eq.5), until the next count.
+  void SetSharedLeases(std::int32_t instance, std::string_view model, std::int32_t total);
 
   const RouterCounters& counters() const { return counters_; }
   const RouterOptions& options() const { return options_; }

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <xxhash.h>
+
 #include "core/error.h"
 #include "server/asio_timer.h"
 #include "server/telemetry_json.h"
@@ -122,6 +124,14 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
       timer_(timer),
       catalog_(cluster.instances, profiles),
       links_(std::move(links)),
+      heartbeat_s_(cluster.heartbeat_s),
+      shared_(std::make_unique<SharedSessions>(
+          cluster.serve.state.empty()
+              ? nullptr
+              : MakeSessionStore(cluster.serve.state, cluster.serve.state_timeout_s, cluster.serve.time_scale,
+                                 "[serve] state"),
+          cluster.router.policy == RouterPolicy::kFull ? cluster.router.lease_tau_s : 0,
+          cluster.router.session_table_idle_s)),
       control_(cluster, profiles),
       sessions_(100'000, serve_.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }),
       last_(cluster.instances.size()),
@@ -129,6 +139,68 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
       route_s_({1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2}) {
   if (cluster.instances.empty()) throw InputError(cluster.source, "no instances to serve");
   TALARIA_CHECK(links_.size() == cluster.instances.size(), "one link per instance");
+  for (std::size_t i = 0; i < cluster.instances.size(); ++i) {
+    for (const auto& model : cluster.instances[i].models) {
+      lease_pairs_.push_back(LeaseCount{cluster.instances[i].name, model, 0});
+      lease_pair_instance_.push_back(static_cast<std::int32_t>(i));
+    }
+  }
+}
+
+void Gateway::UseSessionStore(std::unique_ptr<SessionStore> store) {
+  shared_ = std::make_unique<SharedSessions>(std::move(store), control_.router().options().policy == RouterPolicy::kFull
+                                                                    ? control_.router().options().lease_tau_s
+                                                                    : 0,
+                                             control_.router().options().session_table_idle_s);
+}
+
+std::int32_t Gateway::InstanceIndex(const std::string& name) const {
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    if (links_[i]->name() == name) return static_cast<std::int32_t>(i);
+  }
+  return -1;
+}
+
+void Gateway::RefreshShared() {
+  if (!shared_->enabled()) return;
+  std::vector<LeaseCount> counts = lease_pairs_;
+  if (!shared_->Refresh(counts, Now())) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    control_.SetSharedLeases(lease_pair_instance_[k], counts[k].model, counts[k].live);
+  }
+}
+
+void Gateway::ScheduleRefresh(TimePoint at) {
+  timer_.At(at, [this, at] {
+    if (stop_) return;
+    RefreshShared();
+    ScheduleRefresh(at + FromSeconds(heartbeat_s_));
+  });
+}
+
+void Gateway::AdoptLocked(Call& call, const SessionRecord& record, TimePoint now) {
+  const std::int32_t instance = InstanceIndex(record.instance);
+  if (instance < 0) return;  // another configuration's instance: local state only
+  const std::vector<std::int32_t>& prompt = call.link->prompt;
+  SessionContexts::Match& m = call.match;
+  m.continuation = true;
+  // The record proves a prefix when the prompt starts with the whole
+  // previous context (the agent case); a longer local match still wins.
+  const auto n = record.context_tokens;
+  if (n > m.prefix_tokens && n <= static_cast<std::int64_t>(prompt.size()) &&
+      XXH3_64bits(prompt.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t)) == record.context_hash) {
+    m.prefix_tokens = n;
+    m.full_reuse = true;
+  }
+  SharedSession s;
+  s.instance = instance;
+  s.model = record.model;
+  s.kv_tokens = record.kv_tokens;
+  s.done = now - FromSeconds(record.done_age_s);
+  s.lease = record.lease;
+  s.lease_expires = now + FromSeconds(record.lease_left_s);
+  control_.AdoptSession(call.link->scoped_session, s, now);
 }
 
 Gateway::~Gateway() { Stop(); }
@@ -140,6 +212,10 @@ void Gateway::Start() {
   // state: Poll locks), the next ones on the timer.
   control_.StartHeartbeat(
       timer_, Now(), [this](std::int32_t i) { Poll(i); }, [this] { return !stop_; });
+  if (shared_->enabled()) {
+    RefreshShared();
+    ScheduleRefresh(Now() + FromSeconds(heartbeat_s_));
+  }
   // Serve once the router has snapshots: wait (bounded) for the first
   // answers; in-process links answer at once.
   AwaitPolls(std::chrono::seconds(3));
@@ -175,6 +251,7 @@ void Gateway::Stop() {
 
 void Gateway::Heartbeat() {
   for (std::size_t i = 0; i < links_.size(); ++i) Poll(static_cast<std::int32_t>(i));
+  RefreshShared();
 }
 
 void Gateway::Poll(std::int32_t instance) {
@@ -253,17 +330,21 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   link->session_id = request.session_id;
   link->session_end = request.session_end;
   link->api_key = api_key;
+  link->scoped_session = ScopedSessionId(api_key, request.session_id);
+  // Replicas: the session's shared record, its lease taken (one round trip).
+  std::optional<SessionRecord> shared;
+  if (!link->scoped_session.empty()) shared = shared_->Take(link->scoped_session);
   auto call = std::make_shared<Call>();
   call->sink = std::move(sink);
   call->submitted = Now();
+  call->link = link;
   {
     std::lock_guard<std::mutex> lock(mu_);
     call->id = link->id = next_id_++;
-    link->scoped_session = ScopedSessionId(api_key, request.session_id);
     if (link->scoped_session.empty()) link->scoped_session = "call-" + std::to_string(call->id);
     call->match = sessions_.Find(link->scoped_session, link->prompt);
+    if (shared) AdoptLocked(*call, *shared, call->submitted);
   }
-  call->link = std::move(link);
   return Place(call, /*retry=*/false) ? call->id : -1;
 }
 
@@ -358,10 +439,19 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
   if (call->ended.exchange(true)) return;  // cancelled meanwhile
   const TimePoint now = Now();
   const LinkCall& c = *call->link;
+  SessionRecord record;
   {
     std::vector<std::int32_t> context = c.prompt;
     AppendByteTokens(context, call->output_text);
+    const bool share = !c.session_id.empty() && shared_->enabled();
+    if (share) {
+      record.model = c.model;
+      record.kv_tokens = static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens;
+      record.context_tokens = static_cast<std::int64_t>(context.size());
+      record.context_hash = XXH3_64bits(context.data(), context.size() * sizeof(std::int32_t));
+    }
     std::lock_guard<std::mutex> lock(mu_);
+    if (share) record.instance = links_[static_cast<std::size_t>(call->instance)]->name();
     control_.OnCompleted(c.scoped_session, c.model, call->instance,
                          static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
                          now);
@@ -370,6 +460,15 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
     // return that will not come (the hint costs only this session's locality).
     if (c.session_end) control_.EndSession(c.scoped_session);
     live_.erase(call->id);
+  }
+  // Shared before the client hears the answer, so its next call finds the
+  // record and lease whichever replica it reaches.
+  if (!record.instance.empty()) {
+    if (c.session_end) {
+      shared_->End(c.scoped_session, record);
+    } else {
+      shared_->Complete(c.scoped_session, std::move(record), now);
+    }
   }
   ++metrics_.completed;
   metrics_.kv_source.Add(usage.kv_source.empty() ? "unknown" : usage.kv_source);
@@ -491,6 +590,7 @@ std::string Gateway::RenderMetrics() {
     }
   }
   RenderInstanceMetrics(out, samples);
+  shared_->RenderMetrics(out);
   return out;
 }
 

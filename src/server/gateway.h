@@ -16,6 +16,12 @@
 // production an Asio timer thread in emulated time (time_scale), in tests
 // a manual clock the test advances.
 //
+// Replicas: with `[serve] state` (a Redis URL) the session table, leases
+// and live-lease counts are shared with the other gateways on the same store
+// (server/shared_sessions.h): before a session's call is routed its record
+// is taken from the store (its lease with it), after a completion the record
+// and lease are written, and each heartbeat reads the live-lease counts.
+//
 // Links are in-process instances (`talaria serve`: each [[instance]] runs
 // here on the sim engine, an emulation of the GPUs at `time_scale`) or
 // instance servers over HTTP (`talaria gateway`, server/remote_instance.h).
@@ -45,6 +51,7 @@
 #include "server/call_prep.h"
 #include "server/instance_link.h"
 #include "server/service.h"
+#include "server/shared_sessions.h"
 
 namespace talaria {
 
@@ -64,6 +71,10 @@ class Gateway final : public CompletionService {
   ~Gateway() override;
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
+
+  // Shares session state through `store` instead of the one `[serve]
+  // state` names (tests: an in-process store). Before Start().
+  void UseSessionStore(std::unique_ptr<SessionStore> store);
 
   void Start();
   void Stop();
@@ -88,7 +99,8 @@ class Gateway final : public CompletionService {
   std::string RenderMetrics() override;
 
   // One heartbeat now: polls every instance (the timer also runs them,
-  // every heartbeat_s; tests call it to step the control plane).
+  // every heartbeat_s; tests call it to step the control plane), and reads
+  // the shared live-lease counts when state is shared.
   void Heartbeat();
   // Waits, at most `timeout` of wall time, until every telemetry poll sent
   // has been answered or has failed; false on the timeout.
@@ -105,6 +117,15 @@ class Gateway final : public CompletionService {
   Gateway(const ClusterConfig& cluster, const ProfileSet& profiles, std::vector<std::unique_ptr<InstanceLink>> links,
           std::unique_ptr<Owned> owned);
   void Poll(std::int32_t instance);
+  // The shared store's live-lease counts into the router (and, while the
+  // store is down, its probe and resync); `at` then again every heartbeat.
+  void RefreshShared();
+  void ScheduleRefresh(TimePoint at);
+  // A session's shared record, read before its call is first routed: the
+  // reusable prefix it proves and the router's entry and lease (the lock held).
+  void AdoptLocked(Call& call, const SessionRecord& record, TimePoint now);
+  // The instance index of a name, or -1.
+  std::int32_t InstanceIndex(const std::string& name) const;
   // Routes the call and hands it to a link, or makes it wait (the timer
   // routes it again), or answers it with the error; false when no instance
   // took it and it does not wait. `retry`: a re-placement after an
@@ -127,6 +148,10 @@ class Gateway final : public CompletionService {
   Timer& timer_;
   ModelCatalog catalog_;
   std::vector<std::unique_ptr<InstanceLink>> links_;
+  double heartbeat_s_;
+  std::unique_ptr<SharedSessions> shared_;  // never null; without a store it does nothing
+  std::vector<LeaseCount> lease_pairs_;     // every (instance, model) served, for the counts
+  std::vector<std::int32_t> lease_pair_instance_;  // index-aligned: the instance of each pair
 
   std::mutex mu_;  // guards everything below up to metrics_
   ControlPlane control_;

@@ -430,5 +430,79 @@ TEST(RouterPolicyTest, NamesRoundTrip) {
   EXPECT_FALSE(ParseRouterPolicy("random", p));
 }
 
+// Gateway replicas: a record another replica wrote, with the lease it
+// handed over, routes the return back; the lease expires at its own time.
+TEST_F(RouterTest, AnAdoptedLeaseRoutesBackUntilItsOwnExpiry) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  SharedSession s;
+  s.instance = 1;
+  s.model = "m";
+  s.kv_tokens = 1000;
+  s.done = AtSeconds(0.5);  // after instance 1's snapshot: on device there
+  s.lease = true;
+  s.lease_expires = AtSeconds(0.8);
+  r->AdoptSession("s", s, AtSeconds(0.6));
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(0.79)), 1);
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(0.8)), -1);
+  const RouteDecision d = r->Route(Req("s"), AtSeconds(0.7));
+  EXPECT_TRUE(d.lease_hit);
+  EXPECT_EQ(d.instance, 1);
+}
+
+// The store is authoritative for leases: a record without one (another
+// replica took it) drops the lease this router installed itself, so no
+// lease is honoured twice.
+TEST_F(RouterTest, ARecordWithoutALeaseDropsTheLocalOne) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  r->Route(Req("s", false), AtSeconds(0.1));
+  r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(0.5));
+  ASSERT_EQ(r->LeaseOf("s", AtSeconds(0.6)), 1);
+  SharedSession s;
+  s.instance = 1;
+  s.model = "m";
+  s.kv_tokens = 1000;
+  s.done = AtSeconds(0.5);
+  r->AdoptSession("s", s, AtSeconds(0.6));
+  EXPECT_EQ(r->LeaseOf("s", AtSeconds(0.6)), -1);
+  EXPECT_EQ(r->live_leases(), 0u);
+  EXPECT_FALSE(r->Route(Req("s"), AtSeconds(0.7)).lease_hit);
+}
+
+// Leases expire in expiry order, not install order: an adopted lease with
+// little left is swept before an older local one with more.
+TEST_F(RouterTest, LeasesAreSweptInExpiryOrder) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  r->Route(Req("a", false), AtSeconds(0.1));
+  r->OnCompleted("a", "m", 0, 1000, 10, AtSeconds(0.2));  // expires at 1.2
+  SharedSession s;
+  s.instance = 1;
+  s.model = "m";
+  s.done = AtSeconds(0.25);
+  s.lease = true;
+  s.lease_expires = AtSeconds(0.4);
+  r->AdoptSession("b", s, AtSeconds(0.3));
+  EXPECT_EQ(r->live_leases(), 2u);
+  r->Route(Req("c", false), AtSeconds(0.5));  // a decision sweeps expired leases
+  EXPECT_EQ(r->live_leases(), 1u);
+  EXPECT_EQ(r->LeaseOf("a", AtSeconds(0.5)), 0);
+}
+
+// Other replicas' live leases count against the instance they hold slots
+// on: a new session goes elsewhere while they are charged.
+TEST_F(RouterTest, SharedLeaseCountsChargeTheirInstance) {
+  auto r = Make({});
+  Feed(*r, 2, 0);
+  EXPECT_EQ(r->Route(Req("x", false), AtSeconds(0.1)).instance, 0);
+  Feed(*r, 2, 0.2);  // the overlay of x's placement is gone
+  r->SetSharedLeases(0, "m", 20);
+  EXPECT_EQ(r->Route(Req("y", false), AtSeconds(0.3)).instance, 1);
+  Feed(*r, 2, 0.4);
+  r->SetSharedLeases(0, "m", 0);
+  EXPECT_EQ(r->Route(Req("z", false), AtSeconds(0.5)).instance, 0);
+}
+
 }  // namespace
 }  // namespace talaria
