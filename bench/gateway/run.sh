@@ -24,10 +24,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-wait_port() {
-  for _ in $(seq 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
-  echo "run.sh: no port in $1" >&2; exit 1
-}
+source "$dir/lib.sh"
 
 "$bin" instance --config "$dir/bench.toml" --port 0 --port-file "$tmp/instance.port" > "$tmp/instance.log" 2>&1 &
 pids+=($!)
@@ -62,24 +59,11 @@ NGINX
 nginx -c "$tmp/nginx.conf" -p "$tmp"
 for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null && break; sleep 0.05; done
 
-# One wrk run; prints "p50_us p99_us req_per_s".
-run() {
-  local port=$1 conns=$2
-  wrk -t "$(( conns < 2 ? 1 : 2 ))" -c "$conns" -d "${secs}s" --latency -s "$dir/request.lua" \
-    "http://127.0.0.1:$port" > "$tmp/wrk.out"
-  if ! grep -q "Non-2xx" "$tmp/wrk.out"; then :; else echo "run.sh: non-2xx answers:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
-  awk '
-    function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return (v + 0) * 1000; if (v ~ /s$/) return (v + 0) * 1e6; return v }
-    $1 == "50%" { p50 = us($2) } $1 == "99%" { p99 = us($2) } $1 == "Requests/sec:" { rps = $2 }
-    END { printf "%.0f %.0f %.0f\n", p50, p99, rps }' "$tmp/wrk.out"
-}
-
 # Warm up every path (connections, session tables).
 for port in "$ip" "$gp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http://127.0.0.1:$port" > /dev/null; done
 
 # Rounds interleave the three targets so drift on a shared machine hits
 # each alike; each figure is the median over rounds.
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 printf "%-34s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
 for conns in 1 32; do
   : > "$tmp/rows"

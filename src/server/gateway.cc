@@ -21,12 +21,12 @@ std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& clust
   return links;
 }
 
-// The decisions metric's outcomes: an index into Gateway::decisions_ and its label.
+// The decisions metric's outcomes: an index into Gateway::decisions_ and
+// Gateway::kRouteOutcomes (their labels).
 enum Outcome : std::size_t { kLease, kCost, kOpen, kBaseline, kLastResort, kWait, kOverload };
-constexpr const char* kOutcomes[] = {"lease", "cost", "open", "baseline", "last_resort", "wait", "overload"};
-static_assert(std::size(kOutcomes) == kOverload + 1 && kOverload + 1 == 7, "one counter per outcome (Gateway::decisions_)");
+static_assert(std::size(Gateway::kRouteOutcomes) == kOverload + 1, "one label per outcome");
 
-// A placement's outcome: its index in kOutcomes.
+// A placement's outcome: its index in Gateway::kRouteOutcomes.
 std::size_t DecisionOutcome(const ControlPlane::Placement& p) {
   switch (p.outcome) {
     case ControlPlane::Placement::Outcome::kWait: return kWait;
@@ -147,11 +147,10 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
   }
 }
 
-void Gateway::UseSessionStore(std::unique_ptr<SessionStore> store) {
-  shared_ = std::make_unique<SharedSessions>(std::move(store), control_.router().options().policy == RouterPolicy::kFull
-                                                                    ? control_.router().options().lease_tau_s
-                                                                    : 0,
-                                             control_.router().options().session_table_idle_s);
+void Gateway::UseSessionStore(std::unique_ptr<SessionStore> store, std::size_t threads) {
+  const RouterOptions& o = control_.router().options();
+  shared_ = std::make_unique<SharedSessions>(std::move(store), o.policy == RouterPolicy::kFull ? o.lease_tau_s : 0,
+                                             o.session_table_idle_s, threads);
 }
 
 std::int32_t Gateway::InstanceIndex(const std::string& name) const {
@@ -230,11 +229,14 @@ bool Gateway::AwaitPolls(std::chrono::milliseconds timeout) {
 void Gateway::Stop() {
   stop_ = true;
   if (owned_) owned_->timer.Stop();
-  // Calls still waiting get an answer: nothing is dropped silently.
+  // Calls still waiting (or reading their shared record) get an answer:
+  // nothing is dropped silently.
   std::unordered_map<std::int64_t, std::shared_ptr<Call>> waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
     waiting.swap(waiting_);
+    waiting.merge(taking_);
+    taking_.clear();
     metrics_.waiting = 0;
   }
   for (const auto& [id, call] : waiting) {
@@ -246,6 +248,8 @@ void Gateway::Stop() {
     e.message = "the gateway stopped while the call waited for an instance";
     call->sink->OnError(e);
   }
+  // Completions still writing their records finish (and answer) first.
+  shared_->Stop();
   for (auto& link : links_) link->Stop();
 }
 
@@ -298,7 +302,13 @@ bool Gateway::Cancel(std::int64_t id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(id);
     if (it == live_.end()) {
-      // Waiting at the gateway: never accepted, so not counted failed.
+      // Reading its shared record, or waiting at the gateway: never
+      // accepted, so not counted failed.
+      if (auto t = taking_.find(id); t != taking_.end()) {
+        if (t->second->ended.exchange(true)) return false;
+        taking_.erase(t);
+        return true;
+      }
       auto w = waiting_.find(id);
       if (w == waiting_.end() || w->second->ended.exchange(true)) return false;
       waiting_.erase(w);
@@ -331,21 +341,31 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   link->session_end = request.session_end;
   link->api_key = api_key;
   link->scoped_session = ScopedSessionId(api_key, request.session_id);
-  // Replicas: the session's shared record, its lease taken (one round trip).
-  std::optional<SessionRecord> shared;
-  if (!link->scoped_session.empty()) shared = shared_->Take(link->scoped_session);
   auto call = std::make_shared<Call>();
   call->sink = std::move(sink);
   call->submitted = Now();
   call->link = link;
+  const bool share = !link->scoped_session.empty() && shared_->enabled();
   {
     std::lock_guard<std::mutex> lock(mu_);
     call->id = link->id = next_id_++;
     if (link->scoped_session.empty()) link->scoped_session = "call-" + std::to_string(call->id);
     call->match = sessions_.Find(link->scoped_session, link->prompt);
-    if (shared) AdoptLocked(*call, *shared, call->submitted);
+    if (share) taking_[call->id] = call;
   }
-  return Place(call, /*retry=*/false) ? call->id : -1;
+  if (!share) return Place(call, /*retry=*/false) ? call->id : -1;
+  // Replicas: the session's shared record, its lease taken (one round trip,
+  // off this thread), then the placement.
+  const std::int64_t id = call->id;
+  shared_->TakeAsync(link->scoped_session, [this, call](std::optional<SessionRecord> record) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (taking_.erase(call->id) == 0) return;  // cancelled, or answered by Stop()
+      if (record) AdoptLocked(*call, *record, Now());
+    }
+    Place(call, /*retry=*/false);
+  });
+  return id;
 }
 
 bool Gateway::Place(const std::shared_ptr<Call>& call, bool retry) {
@@ -461,24 +481,26 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
     if (c.session_end) control_.EndSession(c.scoped_session);
     live_.erase(call->id);
   }
+  auto answer = [this, call, usage, finish_reason, now] {
+    ++metrics_.completed;
+    metrics_.kv_source.Add(usage.kv_source.empty() ? "unknown" : usage.kv_source);
+    const TimePoint first = call->streamed ? call->first_token : now;
+    metrics_.ttft_s.Observe(ToSeconds(first - call->submitted));
+    metrics_.call_s.Observe(ToSeconds(now - call->submitted));
+    if (usage.completion_tokens > 1) {
+      metrics_.tpot_s.Observe(ToSeconds(now - first) / static_cast<double>(usage.completion_tokens - 1));
+    }
+    call->sink->OnDone(usage, finish_reason);
+  };
   // Shared before the client hears the answer, so its next call finds the
   // record and lease whichever replica it reaches.
-  if (!record.instance.empty()) {
-    if (c.session_end) {
-      shared_->End(c.scoped_session, record);
-    } else {
-      shared_->Complete(c.scoped_session, std::move(record), now);
-    }
+  if (record.instance.empty()) {
+    answer();
+  } else if (c.session_end) {
+    shared_->EndAsync(c.scoped_session, std::move(record), std::move(answer));
+  } else {
+    shared_->CompleteAsync(c.scoped_session, std::move(record), now, std::move(answer));
   }
-  ++metrics_.completed;
-  metrics_.kv_source.Add(usage.kv_source.empty() ? "unknown" : usage.kv_source);
-  const TimePoint first = call->streamed ? call->first_token : now;
-  metrics_.ttft_s.Observe(ToSeconds(first - call->submitted));
-  metrics_.call_s.Observe(ToSeconds(now - call->submitted));
-  if (usage.completion_tokens > 1) {
-    metrics_.tpot_s.Observe(ToSeconds(now - first) / static_cast<double>(usage.completion_tokens - 1));
-  }
-  call->sink->OnDone(usage, finish_reason);
 }
 
 void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& error) {
@@ -518,80 +540,5 @@ void Gateway::OnCallError(const std::shared_ptr<Call>& call, const ApiError& err
   call->sink->OnError(error);
 }
 
-
-std::string Gateway::RenderMetrics() {
-  std::string out = metrics_.Render();
-  route_s_.Render(out, "talaria_route_decision_seconds", "wall time of one routing decision at the gateway");
-  FamilyHeader(out, "talaria_route_decisions_total", "counter",
-               "routing decisions by outcome: lease, cost (an instance holding the model open), open (Eq.2 opened "
-               "a new replica), baseline (a baseline router), last_resort (a wait ran out and the cheapest fresh "
-               "instance took the call), wait, overload");
-  for (std::size_t k = 0; k < decisions_.size(); ++k) {
-    out += "talaria_route_decisions_total{outcome=\"" + std::string(kOutcomes[k]) + "\"} " +
-           std::to_string(decisions_[k].load(std::memory_order_relaxed)) + "\n";
-  }
-  std::vector<std::optional<InstanceTelemetry>> snapshots;
-  std::vector<double> age_s;
-  std::vector<bool> healthy;
-  RouterCounters counters;
-  std::size_t live = 0;
-  std::vector<std::size_t> held(links_.size(), 0);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // A scrape copies no session map (the metrics read only its size).
-    snapshots.resize(last_.size());
-    for (std::size_t i = 0; i < last_.size(); ++i) {
-      if (!last_[i]) continue;
-      held[i] = last_[i]->sessions.size();
-      auto sessions = std::move(last_[i]->sessions);
-      snapshots[i] = *last_[i];
-      last_[i]->sessions = std::move(sessions);
-    }
-    counters = control_.counters();
-    live = control_.router().live_leases();
-    const TimePoint now = Now();
-    for (std::size_t i = 0; i < links_.size(); ++i) {
-      age_s.push_back(last_[i] ? ToSeconds(now - last_[i]->taken_at) : -1);
-      healthy.push_back(control_.healthy(static_cast<std::int32_t>(i)));
-    }
-  }
-  FamilyHeader(out, "talaria_leases_live", "gauge", "session leases installed and not yet consumed or expired");
-  out += "talaria_leases_live " + std::to_string(live) + "\n";
-  const std::pair<const char*, std::int64_t> lease_counts[] = {{"installed", counters.leases_installed},
-                                                               {"consumed", counters.leases_consumed},
-                                                               {"expired", counters.leases_expired},
-                                                               {"discarded", counters.leases_discarded}};
-  FamilyHeader(out, "talaria_leases_total", "counter",
-               "session leases by fate: installed at a completion; consumed by the return; expired unused; "
-               "discarded (live, but its instance was unhealthy or had lost the prefix)");
-  for (const auto& [fate, n] : lease_counts) out += "talaria_leases_total{fate=\"" + std::string(fate) + "\"} " + std::to_string(n) + "\n";
-  FamilyHeader(out, "talaria_telemetry_age_seconds", "gauge",
-               "emulated seconds since the instance's latest snapshot was asked for (absent before the first)");
-  for (std::size_t i = 0; i < links_.size(); ++i) {
-    if (age_s[i] >= 0) {
-      out += "talaria_telemetry_age_seconds{instance=\"" + links_[i]->name() + "\"} " + std::to_string(age_s[i]) + "\n";
-    }
-  }
-  FamilyHeader(out, "talaria_instance_healthy", "gauge", "1 while the instance answers its heartbeats");
-  for (std::size_t i = 0; i < links_.size(); ++i) {
-    out += "talaria_instance_healthy{instance=\"" + links_[i]->name() + "\"} " + (healthy[i] ? "1" : "0") + "\n";
-  }
-  // Every instance's families; in-process instances add their counters.
-  std::vector<InstanceCounters> local_counters(links_.size());
-  std::vector<InstanceSample> samples(links_.size());
-  for (std::size_t i = 0; i < links_.size(); ++i) {
-    samples[i].name = links_[i]->name();
-    samples[i].sessions_cached = held[i];
-    if (snapshots[i]) samples[i].snapshot = &*snapshots[i];
-    if (auto* local = dynamic_cast<LocalInstanceLink*>(links_[i].get())) {
-      local_counters[i] = local->service().Counters();
-      samples[i].counters = &local_counters[i];
-      samples[i].histograms = &local->service().histograms();
-    }
-  }
-  RenderInstanceMetrics(out, samples);
-  shared_->RenderMetrics(out);
-  return out;
-}
 
 }  // namespace talaria

@@ -73,8 +73,9 @@ class Gateway final : public CompletionService {
   Gateway& operator=(const Gateway&) = delete;
 
   // Shares session state through `store` instead of the one `[serve]
-  // state` names (tests: an in-process store). Before Start().
-  void UseSessionStore(std::unique_ptr<SessionStore> store);
+  // state` names (tests: an in-process store), its operations on `threads`
+  // worker threads (0: on the calling thread). Before Start().
+  void UseSessionStore(std::unique_ptr<SessionStore> store, std::size_t threads = 0);
 
   void Start();
   void Stop();
@@ -107,6 +108,10 @@ class Gateway final : public CompletionService {
   bool AwaitPolls(std::chrono::milliseconds timeout);
   // Calls waiting at the gateway now.
   std::size_t waiting() const { return metrics_.waiting.load(); }
+
+  // The labels of talaria_route_decisions_total{outcome}.
+  static constexpr const char* kRouteOutcomes[] = {"lease", "cost", "open", "baseline", "last_resort", "wait",
+                                                   "overload"};
 
  private:
   struct Call;
@@ -158,6 +163,7 @@ class Gateway final : public CompletionService {
   SessionContexts sessions_;
   std::unordered_map<std::int64_t, std::shared_ptr<Call>> live_;
   std::unordered_map<std::int64_t, std::shared_ptr<Call>> waiting_;  // overloaded calls, by id
+  std::unordered_map<std::int64_t, std::shared_ptr<Call>> taking_;   // reading their shared record, by id
   std::vector<std::optional<InstanceTelemetry>> last_;  // latest snapshot per instance
   std::vector<bool> polling_;  // a poll is outstanding
   std::condition_variable polled_;  // a poll answered
@@ -165,9 +171,9 @@ class Gateway final : public CompletionService {
 
   ServerMetrics metrics_;
   Histogram route_s_;           // wall seconds of one routing decision
-  // Routing decisions by outcome (gateway.cc's kOutcomes): a fixed set, so
-  // counting one on the routing path takes no lock and no lookup.
-  std::array<std::atomic<std::uint64_t>, 7> decisions_{};
+  // Routing decisions by outcome (kRouteOutcomes): a fixed set, so counting
+  // one on the routing path takes no lock and no lookup.
+  std::array<std::atomic<std::uint64_t>, std::size(kRouteOutcomes)> decisions_{};
   std::atomic<bool> stop_{false};
 };
 

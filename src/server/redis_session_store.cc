@@ -253,89 +253,95 @@ void RedisSessionStore::Return(std::unique_ptr<Connection> c) {
   free_.push_back(std::move(c));
 }
 
-SessionStore::Status RedisSessionStore::Take(std::string_view session, std::optional<SessionRecord>& out) {
-  out.reset();
-  auto c = Borrow();
-  if (!c) return Failed();
-  const std::string skey = SessionKey(session);
-  const std::string lkey = LeaseKey(session);
-  c->Append({"EVALSHA", c->sha[kTake], "2", skey, lkey});
-  ReplyPtr r = c->ReadOk();
-  if (!r) return Failed();
-  if (r->type == REDIS_REPLY_NIL) {
-    Return(std::move(c));
-    return Status::kOk;
-  }
-  SessionRecord rec;
+void RedisSessionStore::ParseTake(const redisReply* r, StoreOp& op) const {
+  op.found = false;
+  if (r->type == REDIS_REPLY_NIL) return;
+  SessionRecord& rec = op.record;
   std::int64_t age_ms = 0;
   std::int64_t left_ms = -1;
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 7 || !ParseNumber(r->element[2], rec.kv_tokens) ||
       !ParseNumber(r->element[3], rec.context_tokens) || !ParseNumber(r->element[4], rec.context_hash) ||
       !ParseNumber(r->element[5], age_ms) || !ParseNumber(r->element[6], left_ms)) {
-    // Not what this version writes: treated as no record (it is replaced at
-    // the session's next completion).
-    Return(std::move(c));
-    return Status::kOk;
+    // Not what this version writes: no record (it is replaced at the
+    // session's next completion).
+    return;
   }
+  op.found = true;
   rec.instance = Text(r->element[0]);
   rec.model = Text(r->element[1]);
   rec.done_age_s = static_cast<double>(std::max<std::int64_t>(0, age_ms)) / 1000 * time_scale_;
   rec.lease = left_ms > 0;
   rec.lease_left_s = rec.lease ? static_cast<double>(left_ms) / 1000 * time_scale_ : 0;
-  if (rec.lease) {
-    // The taken lease leaves its pair's count; its reply is read (and
-    // dropped) before this connection's next answer.
-    const std::string set = LeaseSetKey(rec.instance, rec.model);
-    const std::string member = SessionHash(session);
-    c->Append({"ZREM", set, member});
-    if (!c->Flush()) {
-      out = std::move(rec);
-      Failed();
-      return Status::kOk;  // the take itself succeeded; the connection goes
+}
+
+SessionStore::Status RedisSessionStore::Run(std::span<StoreOp> ops) {
+  auto c = Borrow();
+  if (!c) return Failed();
+  // Every operation's commands first (one write), then every answer.
+  for (const StoreOp& op : ops) {
+    const std::string skey = SessionKey(op.session);
+    const std::string lkey = LeaseKey(op.session);
+    const SessionRecord& rec = op.record;
+    switch (op.kind) {
+      case StoreOp::Kind::kTake:
+        c->Append({"EVALSHA", c->sha[kTake], "2", skey, lkey});
+        break;
+      case StoreOp::Kind::kComplete: {
+        const std::string kv = std::to_string(rec.kv_tokens);
+        const std::string ctx_len = std::to_string(rec.context_tokens);
+        const std::string ctx_hash = std::to_string(rec.context_hash);
+        const std::int64_t lease_ms = WallMs(op.lease_s);
+        const std::string lease = std::to_string(lease_ms);
+        const std::string keep = std::to_string(std::max<std::int64_t>(1000, WallMs(op.keep_s)));
+        const std::string age = std::to_string(WallMs(rec.done_age_s));
+        c->Append({"EVALSHA", c->sha[kComplete], "2", skey, lkey, rec.instance, rec.model, kv, ctx_len, ctx_hash,
+                   lease, keep, age});
+        if (lease_ms > 0) {
+          c->Append({"EVALSHA", c->sha[kLeaseAdd], "1", LeaseSetKey(rec.instance, rec.model),
+                     SessionHash(op.session), lease});
+        }
+        break;
+      }
+      case StoreOp::Kind::kEnd:
+        c->Append({"DEL", skey, lkey});
+        c->Append({"ZREM", LeaseSetKey(rec.instance, rec.model), SessionHash(op.session)});
+        break;
     }
-    ++c->unread;
   }
-  out = std::move(rec);
+  for (StoreOp& op : ops) {
+    const std::size_t n = Replies(op);
+    for (std::size_t k = 0; k < n; ++k) {
+      ReplyPtr r = c->ReadOk();
+      if (!r) return Failed();
+      if (k == 0 && op.kind == StoreOp::Kind::kTake) ParseTake(r.get(), op);
+    }
+  }
+  // Taken leases leave their pairs' counts; those answers are read (and
+  // dropped) before this connection's next ones.
+  int released = 0;
+  for (const StoreOp& op : ops) {
+    if (op.kind != StoreOp::Kind::kTake || !op.found || !op.record.lease) continue;
+    c->Append({"ZREM", LeaseSetKey(op.record.instance, op.record.model), SessionHash(op.session)});
+    ++released;
+  }
+  if (released > 0) {
+    if (!c->Flush()) {
+      Failed();
+      return Status::kOk;  // the takes themselves succeeded; the connection goes
+    }
+    c->unread += released;
+  }
   Return(std::move(c));
   return Status::kOk;
 }
 
-SessionStore::Status RedisSessionStore::Complete(std::string_view session, const SessionRecord& rec, double lease_s,
-                                                 double keep_s) {
-  auto c = Borrow();
-  if (!c) return Failed();
-  const std::string skey = SessionKey(session);
-  const std::string lkey = LeaseKey(session);
-  const std::string kv = std::to_string(rec.kv_tokens);
-  const std::string ctx_len = std::to_string(rec.context_tokens);
-  const std::string ctx_hash = std::to_string(rec.context_hash);
-  const std::int64_t lease_ms = WallMs(lease_s);
-  const std::string lease = std::to_string(lease_ms);
-  const std::string keep = std::to_string(std::max<std::int64_t>(1000, WallMs(keep_s)));
-  const std::string age = std::to_string(WallMs(rec.done_age_s));
-  c->Append({"EVALSHA", c->sha[kComplete], "2", skey, lkey, rec.instance, rec.model, kv, ctx_len, ctx_hash, lease,
-             keep, age});
-  const std::string set = LeaseSetKey(rec.instance, rec.model);
-  const std::string member = SessionHash(session);
-  if (lease_ms > 0) c->Append({"EVALSHA", c->sha[kLeaseAdd], "1", set, member, lease});
-  if (!c->ReadOk()) return Failed();
-  if (lease_ms > 0 && !c->ReadOk()) return Failed();
-  Return(std::move(c));
-  return Status::kOk;
-}
-
-SessionStore::Status RedisSessionStore::End(std::string_view session, const SessionRecord& last) {
-  auto c = Borrow();
-  if (!c) return Failed();
-  const std::string skey = SessionKey(session);
-  const std::string lkey = LeaseKey(session);
-  const std::string set = LeaseSetKey(last.instance, last.model);
-  const std::string member = SessionHash(session);
-  c->Append({"DEL", skey, lkey});
-  c->Append({"ZREM", set, member});
-  if (!c->ReadOk() || !c->ReadOk()) return Failed();
-  Return(std::move(c));
-  return Status::kOk;
+std::size_t RedisSessionStore::Replies(const StoreOp& op) const {
+  switch (op.kind) {
+    case StoreOp::Kind::kTake: return 1;
+    case StoreOp::Kind::kComplete: return WallMs(op.lease_s) > 0 ? 2 : 1;
+    case StoreOp::Kind::kEnd: return 2;
+  }
+  return 1;
 }
 
 SessionStore::Status RedisSessionStore::CountLeases(std::vector<LeaseCount>& pairs) {

@@ -11,10 +11,11 @@
 //                              expiry (tau); taken by GET+DEL in one script
 //   talaria:ll:{INSTANCE}:MODEL sorted set of live leases on the pair, scored
 //                              by expiry (Redis' clock)
-// Take and Complete are one server-side script each (one round trip); the
-// lease-count update that goes with them is pipelined on the same
-// connection (Complete) or written after the answer without waiting for
-// its reply (Take), so neither adds a round trip. Times that matter across
+// A take and a completion are one server-side script each; the lease-count
+// update that goes with them is pipelined with it (a completion) or written
+// after the answer without waiting for its reply (a take). A batch of
+// operations (Run) is one write and one round trip, however many calls it
+// serves. Times that matter across
 // replicas (lease expiry, a completion's age) are read off Redis' clock in
 // the scripts, so replicas need no synchronised clocks.
 //
@@ -31,6 +32,7 @@
 #include "server/session_store.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace talaria {
 
@@ -51,9 +53,7 @@ class RedisSessionStore final : public SessionStore {
   RedisSessionStore(const RedisSessionStore&) = delete;
   RedisSessionStore& operator=(const RedisSessionStore&) = delete;
 
-  Status Take(std::string_view session, std::optional<SessionRecord>& out) override;
-  Status Complete(std::string_view session, const SessionRecord& record, double lease_s, double keep_s) override;
-  Status End(std::string_view session, const SessionRecord& last) override;
+  Status Run(std::span<StoreOp> ops) override;
   Status CountLeases(std::vector<LeaseCount>& pairs) override;
   Status Ping() override;
   std::string Describe() const override;
@@ -72,6 +72,10 @@ class RedisSessionStore final : public SessionStore {
   // Closes every pooled connection; kUnavailable.
   Status Failed();
   std::int64_t WallMs(double seconds) const;
+  // How many replies an operation's commands get.
+  std::size_t Replies(const StoreOp& op) const;
+  // A take's reply into `op`.
+  void ParseTake(const redisReply* r, StoreOp& op) const;
 
   RedisAddress address_;
   double timeout_s_;

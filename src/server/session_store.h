@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,21 @@ struct SessionRecord {
   double lease_left_s = 0;
 };
 
+// One operation of a batch (SessionStore::Run).
+struct StoreOp {
+  enum class Kind : std::uint8_t {
+    kTake,      // the session's record (into `record`, `found`), its live lease taken
+    kComplete,  // writes `record`; its lease lives lease_s; the record keep_s
+    kEnd,       // removes the session's record and lease (`record` names its last pair)
+  };
+  Kind kind = Kind::kTake;
+  std::string session;
+  SessionRecord record;
+  bool found = false;  // kTake: the session had a record
+  double lease_s = 0;  // kComplete
+  double keep_s = 0;   // kComplete
+};
+
 // Live leases on one (instance, model).
 struct LeaseCount {
   std::string instance;
@@ -53,16 +69,18 @@ class SessionStore {
   enum class Status { kOk, kUnavailable };
   virtual ~SessionStore() = default;
 
-  // The session's record (nullopt when it has none), and its live lease,
-  // taken: a lease is handed to one caller only, ever. One round trip.
-  virtual Status Take(std::string_view session, std::optional<SessionRecord>& out) = 0;
-  // A call of the session completed: its record replaces the old one, and
-  // its lease (lease_s > 0) lives lease_s; the record outlives its last
-  // completion by keep_s. `record.done_age_s` > 0 back-dates the completion
-  // (a record written late, after an outage). One round trip.
-  virtual Status Complete(std::string_view session, const SessionRecord& record, double lease_s, double keep_s) = 0;
-  // The session ended (a client hint): its record and lease go.
-  virtual Status End(std::string_view session, const SessionRecord& last) = 0;
+  // Runs `ops` in order, pipelined: one round trip for all of them.
+  //   kTake: the session's record (found = false when it has none), and its
+  //     live lease, taken: a lease is handed to one caller only, ever.
+  //   kComplete: the record replaces the old one, and its lease (lease_s >
+  //     0) lives lease_s; the record outlives its last completion by keep_s.
+  //     `record.done_age_s` > 0 back-dates the completion (a record written
+  //     late, after an outage).
+  //   kEnd: the session ended (a client hint): its record and lease go.
+  // kUnavailable when not every answer came: the outcomes are then unknown
+  // (each operation may or may not have taken effect; all are idempotent
+  // except a take, whose lease is then lost: a recomputation at worst).
+  virtual Status Run(std::span<StoreOp> ops) = 0;
   // The live leases on each (instance, model) of `pairs` (their `live`
   // fields are filled in), expired ones swept.
   virtual Status CountLeases(std::vector<LeaseCount>& pairs) = 0;
@@ -70,6 +88,11 @@ class SessionStore {
   virtual Status Ping() = 0;
   // Where the store is, for logs and errors ("redis://host:port/db").
   virtual std::string Describe() const = 0;
+
+  // One operation each (Run with a batch of one).
+  Status Take(std::string_view session, std::optional<SessionRecord>& out);
+  Status Complete(std::string_view session, const SessionRecord& record, double lease_s, double keep_s);
+  Status End(std::string_view session, const SessionRecord& last);
 };
 
 // The store a `[serve] state` URL names: "redis://[:PASSWORD@]HOST:PORT[/DB]"

@@ -13,12 +13,36 @@ constexpr const char* kResultNames[] = {"ok", "failed", "skipped"};
 }  // namespace
 
 SharedSessions::SharedSessions(std::unique_ptr<SessionStore> store, double lease_tau_s, double keep_s,
-                               std::size_t max_pending)
+                               std::size_t threads, std::size_t max_pending)
     : store_(std::move(store)),
       lease_tau_s_(lease_tau_s),
       keep_s_(keep_s),
       max_pending_(max_pending),
-      take_s_({5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2, 0.1}) {}
+      take_s_({5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2, 0.1}) {
+  if (!store_) return;
+  for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+SharedSessions::~SharedSessions() { Stop(); }
+
+void SharedSessions::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    closing_ = true;
+  }
+  queue_cv_.notify_all();
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+}
+
+SharedSessions::Op SharedSessions::OpOf(const StoreOp& op) {
+  switch (op.kind) {
+    case StoreOp::Kind::kTake: return kTake;
+    case StoreOp::Kind::kComplete: return kComplete;
+    case StoreOp::Kind::kEnd: return kEnd;
+  }
+  return kTake;
+}
 
 void SharedSessions::MarkDown() {
   if (up_.exchange(false)) {
@@ -38,98 +62,159 @@ void SharedSessions::KeepLocked(const std::string& session, Pending p) {
   }
 }
 
-std::optional<SessionRecord> SharedSessions::Take(const std::string& session) {
-  if (!store_) return std::nullopt;
-  if (!up_) {
-    Count(kTake, kSkipped);
-    return std::nullopt;
-  }
-  std::optional<SessionRecord> record;
-  const auto start = std::chrono::steady_clock::now();
-  const SessionStore::Status status = store_->Take(session, record);
-  take_s_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (status != SessionStore::Status::kOk) {
-    Count(kTake, kFailed);
-    MarkDown();
-    return std::nullopt;
-  }
-  Count(kTake, kOk);
-  if (record && record->lease) leases_taken_.fetch_add(1, std::memory_order_relaxed);
-  return record;
+void SharedSessions::TakeAsync(std::string session, std::function<void(std::optional<SessionRecord>)> done) {
+  if (!store_) return done(std::nullopt);
+  Task t;
+  t.op.kind = StoreOp::Kind::kTake;
+  t.op.session = std::move(session);
+  t.taken = std::move(done);
+  Submit(std::move(t));
 }
 
-void SharedSessions::Complete(const std::string& session, SessionRecord record, TimePoint now) {
-  if (!store_) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!up_) {
-      KeepLocked(session, Pending{std::move(record), now, false});
-      Count(kComplete, kSkipped);
+void SharedSessions::CompleteAsync(std::string session, SessionRecord record, TimePoint now,
+                                   std::function<void()> done) {
+  if (!store_) return done();
+  Task t;
+  t.op.kind = StoreOp::Kind::kComplete;
+  t.op.session = std::move(session);
+  t.op.record = std::move(record);
+  t.op.lease_s = lease_tau_s_;
+  t.op.keep_s = keep_s_;
+  t.now = now;
+  t.done = std::move(done);
+  Submit(std::move(t));
+}
+
+void SharedSessions::EndAsync(std::string session, SessionRecord last, std::function<void()> done) {
+  if (!store_) return done();
+  Task t;
+  t.op.kind = StoreOp::Kind::kEnd;
+  t.op.session = std::move(session);
+  t.op.record = std::move(last);
+  t.done = std::move(done);
+  Submit(std::move(t));
+}
+
+void SharedSessions::Submit(Task task) {
+  if (up_) {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    if (!closing_ && !workers_.empty()) {
+      queue_.push_back(std::move(task));
+      lock.unlock();
+      queue_cv_.notify_one();
       return;
     }
   }
-  if (store_->Complete(session, record, lease_tau_s_, keep_s_) == SessionStore::Status::kOk) {
-    Count(kComplete, kOk);
-    return;
-  }
-  Count(kComplete, kFailed);
-  std::lock_guard<std::mutex> lock(mu_);
-  KeepLocked(session, Pending{std::move(record), now, false});
-  MarkDown();
+  std::vector<Task> one;
+  one.push_back(std::move(task));
+  Execute(one);
 }
 
-void SharedSessions::End(const std::string& session, const SessionRecord& last) {
-  if (!store_) return;
+void SharedSessions::Work() {
+  constexpr std::size_t kMaxBatch = 256;
+  std::vector<Task> batch;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closing, and everything queued has run
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    Execute(batch);
+    batch.clear();
+  }
+}
+
+void SharedSessions::Execute(std::vector<Task>& batch) {
+  // Completions and ends the store did not take are kept for the resync.
+  auto keep = [&] {
+    for (auto& t : batch) {
+      if (t.op.kind == StoreOp::Kind::kComplete) KeepLocked(t.op.session, Pending{t.op.record, t.now, false});
+      if (t.op.kind == StoreOp::Kind::kEnd) KeepLocked(t.op.session, Pending{t.op.record, TimePoint{}, true});
+    }
+  };
+  bool answered = false;
+  bool down = false;
   {
+    // Down is decided under the lock Resync turns the store up under, so
+    // nothing is kept after a resync has emptied what was kept.
     std::lock_guard<std::mutex> lock(mu_);
     if (!up_) {
-      KeepLocked(session, Pending{last, TimePoint{}, true});
-      Count(kEnd, kSkipped);
-      return;
+      down = true;
+      keep();
+      for (auto& t : batch) Count(OpOf(t.op), kSkipped);
     }
   }
-  if (store_->End(session, last) == SessionStore::Status::kOk) {
-    Count(kEnd, kOk);
-    return;
+  if (!down) {
+    std::vector<StoreOp> ops;
+    ops.reserve(batch.size());
+    for (auto& t : batch) ops.push_back(std::move(t.op));
+    const auto start = std::chrono::steady_clock::now();
+    answered = store_->Run(ops) == SessionStore::Status::kOk;
+    take_s_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (std::size_t i = 0; i < batch.size(); ++i) batch[i].op = std::move(ops[i]);
+    for (auto& t : batch) Count(OpOf(t.op), answered ? kOk : kFailed);
+    if (!answered) {
+      std::lock_guard<std::mutex> lock(mu_);
+      keep();
+      MarkDown();
+    }
   }
-  Count(kEnd, kFailed);
-  std::lock_guard<std::mutex> lock(mu_);
-  KeepLocked(session, Pending{last, TimePoint{}, true});
-  MarkDown();
+  for (auto& t : batch) {
+    if (t.op.kind != StoreOp::Kind::kTake) {
+      t.done();
+    } else if (answered && t.op.found) {
+      if (t.op.record.lease) leases_taken_.fetch_add(1, std::memory_order_relaxed);
+      t.taken(std::move(t.op.record));
+    } else {
+      t.taken(std::nullopt);
+    }
+  }
 }
 
 bool SharedSessions::Resync(TimePoint now) {
+  constexpr std::size_t kChunk = 256;  // operations per round trip
   std::size_t written = 0;
   while (true) {
-    std::unordered_map<std::string, Pending> batch;
+    std::vector<std::pair<std::string, Pending>> kept;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (pending_.empty()) {
         up_ = true;
         break;
       }
-      batch.swap(pending_);
+      for (auto& entry : pending_) kept.emplace_back(entry.first, std::move(entry.second));
+      pending_.clear();
     }
-    for (auto it = batch.begin(); it != batch.end(); ++it) {
-      const Pending& p = it->second;
-      SessionStore::Status status;
-      if (p.ended) {
-        status = store_->End(it->first, p.record);
-      } else {
-        SessionRecord record = p.record;
-        record.done_age_s = std::max(0.0, ToSeconds(now - p.done));
+    for (std::size_t from = 0; from < kept.size(); from += kChunk) {
+      const std::size_t to = std::min(kept.size(), from + kChunk);
+      std::vector<StoreOp> ops(to - from);
+      for (std::size_t i = from; i < to; ++i) {
+        StoreOp& op = ops[i - from];
+        const Pending& p = kept[i].second;
+        op.session = kept[i].first;
+        op.record = p.record;
+        if (p.ended) {
+          op.kind = StoreOp::Kind::kEnd;
+          continue;
+        }
+        op.kind = StoreOp::Kind::kComplete;
+        op.record.done_age_s = std::max(0.0, ToSeconds(now - p.done));
         // The lease keeps what is left of tau; an expired one is not written.
-        const double left_s = lease_tau_s_ - record.done_age_s;
-        status = store_->Complete(it->first, record, left_s > 0 ? left_s : 0, keep_s_);
+        op.lease_s = std::max(0.0, lease_tau_s_ - op.record.done_age_s);
+        op.keep_s = keep_s_;
       }
-      if (status != SessionStore::Status::kOk) {
+      if (store_->Run(ops) != SessionStore::Status::kOk) {
         std::lock_guard<std::mutex> lock(mu_);
         // What was not written is kept again, unless a newer one came meanwhile.
-        for (; it != batch.end(); ++it) pending_.try_emplace(it->first, std::move(it->second));
+        for (std::size_t i = from; i < kept.size(); ++i) pending_.try_emplace(kept[i].first, std::move(kept[i].second));
         return false;
       }
-      ++written;
-      resynced_.fetch_add(1, std::memory_order_relaxed);
+      written += to - from;
+      resynced_.fetch_add(to - from, std::memory_order_relaxed);
     }
   }
   std::fprintf(stderr, "talaria gateway: state store %s answers again; %zu session%s resynchronised\n",
@@ -163,7 +248,9 @@ void SharedSessions::RenderMetrics(std::string& out) const {
              "\"} " + std::to_string(ops_[op][r].load(std::memory_order_relaxed)) + "\n";
     }
   }
-  take_s_.Render(out, "talaria_state_take_seconds", "wall time of one take: a routed call's round trip to the store");
+  take_s_.Render(out, "talaria_state_batch_seconds",
+                 "wall time of one pipelined batch of store operations (one round trip; a routed call waits for "
+                 "one before it is placed and one before it is answered)");
   FamilyHeader(out, "talaria_state_leases_taken_total", "counter",
                "leases this replica took from the shared store (a lease is taken by one replica only)");
   out += "talaria_state_leases_taken_total " + std::to_string(leases_taken_.load()) + "\n";

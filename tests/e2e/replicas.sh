@@ -22,7 +22,9 @@ config="$dir/replicas.toml"
 tmp=$(mktemp -d)
 declare -A pid port
 cleanup() {
-  for p in "${pid[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # nginx's master stops its workers on TERM (kill -9 would orphan them).
+  [[ -n "${pid[nginx]:-}" ]] && kill -TERM "${pid[nginx]}" 2>/dev/null || true
+  for p in "${pid[@]}"; do [[ "$p" == "${pid[nginx]:-}" ]] || kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }

@@ -80,11 +80,7 @@ class GatewayReplicasTest : public ::testing::Test {
   class SharedView final : public SessionStore {
    public:
     explicit SharedView(MemorySessionStore& s) : s_(s) {}
-    Status Take(std::string_view id, std::optional<SessionRecord>& out) override { return s_.Take(id, out); }
-    Status Complete(std::string_view id, const SessionRecord& r, double lease_s, double keep_s) override {
-      return s_.Complete(id, r, lease_s, keep_s);
-    }
-    Status End(std::string_view id, const SessionRecord& r) override { return s_.End(id, r); }
+    Status Run(std::span<StoreOp> ops) override { return s_.Run(ops); }
     Status CountLeases(std::vector<LeaseCount>& p) override { return s_.CountLeases(p); }
     Status Ping() override { return s_.Ping(); }
     std::string Describe() const override { return s_.Describe(); }

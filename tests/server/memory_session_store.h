@@ -19,36 +19,36 @@ class MemorySessionStore final : public SessionStore {
  public:
   explicit MemorySessionStore(const Clock& clock) : clock_(clock) {}
 
-  Status Take(std::string_view session, std::optional<SessionRecord>& out) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    out.reset();
-    if (down) return Status::kUnavailable;
-    auto it = records_.find(std::string(session));
-    if (it == records_.end()) return Status::kOk;
-    const TimePoint now = clock_.Now();
-    SessionRecord r = it->second.record;
-    r.done_age_s = ToSeconds(now - it->second.done);
-    r.lease = it->second.lease_expires > now;
-    r.lease_left_s = r.lease ? ToSeconds(it->second.lease_expires - now) : 0;
-    it->second.lease_expires = TimePoint{};  // taken
-    out = r;
-    return Status::kOk;
-  }
-  Status Complete(std::string_view session, const SessionRecord& record, double lease_s, double) override {
+  Status Run(std::span<StoreOp> ops) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (down) return Status::kUnavailable;
     const TimePoint now = clock_.Now();
-    Entry& e = records_[std::string(session)];
-    e.record = record;
-    e.done = now - FromSeconds(record.done_age_s);
-    e.lease_expires = lease_s > 0 ? now + FromSeconds(lease_s) : TimePoint{};
-    ++completes;
-    return Status::kOk;
-  }
-  Status End(std::string_view session, const SessionRecord&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (down) return Status::kUnavailable;
-    records_.erase(std::string(session));
+    for (StoreOp& op : ops) {
+      switch (op.kind) {
+        case StoreOp::Kind::kTake: {
+          auto it = records_.find(op.session);
+          op.found = it != records_.end();
+          if (!op.found) break;
+          op.record = it->second.record;
+          op.record.done_age_s = ToSeconds(now - it->second.done);
+          op.record.lease = it->second.lease_expires > now;
+          op.record.lease_left_s = op.record.lease ? ToSeconds(it->second.lease_expires - now) : 0;
+          it->second.lease_expires = TimePoint{};  // taken
+          break;
+        }
+        case StoreOp::Kind::kComplete: {
+          Entry& e = records_[op.session];
+          e.record = op.record;
+          e.done = now - FromSeconds(op.record.done_age_s);
+          e.lease_expires = op.lease_s > 0 ? now + FromSeconds(op.lease_s) : TimePoint{};
+          ++completes;
+          break;
+        }
+        case StoreOp::Kind::kEnd:
+          records_.erase(op.session);
+          break;
+      }
+    }
     return Status::kOk;
   }
   Status CountLeases(std::vector<LeaseCount>& pairs) override {

@@ -1,0 +1,24 @@
+# Helpers the gateway benchmarks share (bench/gateway/run.sh, state.sh).
+# The caller sets `dir` (this folder), `secs` (seconds per wrk run) and
+# `tmp` (a scratch folder).
+
+# Waits for a server to write its bound port to FILE; prints it.
+wait_port() {
+  for _ in $(seq 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
+  echo "$(basename "$0"): no port in $1" >&2; exit 1
+}
+
+# One wrk run against PORT with CONNS connections; prints "p50_us p99_us req_per_s".
+run() {
+  local port=$1 conns=$2
+  wrk -t "$(( conns < 2 ? 1 : 2 ))" -c "$conns" -d "${secs}s" --latency -s "$dir/request.lua" \
+    "http://127.0.0.1:$port" > "$tmp/wrk.out"
+  if ! grep -q "Non-2xx" "$tmp/wrk.out"; then :; else echo "$(basename "$0"): non-2xx answers:" >&2; cat "$tmp/wrk.out" >&2; exit 1; fi
+  awk '
+    function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return (v + 0) * 1000; if (v ~ /s$/) return (v + 0) * 1e6; return v }
+    $1 == "50%" { p50 = us($2) } $1 == "99%" { p99 = us($2) } $1 == "Requests/sec:" { rps = $2 }
+    END { printf "%.0f %.0f %.0f\n", p50, p99, rps }' "$tmp/wrk.out"
+}
+
+# The median of the numbers on stdin.
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
