@@ -22,3 +22,21 @@ run() {
 
 # The median of the numbers on stdin.
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# Measures TARGETS ("name:port ..."), CONNS connections, `rounds` rounds
+# interleaving the targets (so drift on a shared machine hits each alike),
+# and sets NAME_p50, NAME_p99 and NAME_rps to each target's median over rounds.
+measure() {
+  local targets=$1 conns=$2 target t p50 p99 rps
+  : > "$tmp/rows"
+  for _ in $(seq "$rounds"); do
+    for target in $targets; do echo "${target%%:*} $(run "${target#*:}" "$conns")" >> "$tmp/rows"; done
+  done
+  for target in $targets; do
+    t=${target%%:*}
+    p50=$(awk -v t="$t" '$1 == t { print $2 }' "$tmp/rows" | median)
+    p99=$(awk -v t="$t" '$1 == t { print $3 }' "$tmp/rows" | median)
+    rps=$(awk -v t="$t" '$1 == t { print $4 }' "$tmp/rows" | median)
+    eval "${t}_p50=$p50 ${t}_p99=$p99 ${t}_rps=$rps"
+  done
+}

@@ -66,18 +66,7 @@ for port in "$ip" "$gp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http:/
 # each alike; each figure is the median over rounds.
 printf "%-34s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
 for conns in 1 32; do
-  : > "$tmp/rows"
-  for round in $(seq "$rounds"); do
-    for target in direct:$ip gateway:$gp nginx:$np; do
-      echo "${target%%:*} $(run "${target#*:}" "$conns")" >> "$tmp/rows"
-    done
-  done
-  for t in direct gateway nginx; do
-    p50=$(awk -v t=$t '$1 == t { print $2 }' "$tmp/rows" | median)
-    p99=$(awk -v t=$t '$1 == t { print $3 }' "$tmp/rows" | median)
-    rps=$(awk -v t=$t '$1 == t { print $4 }' "$tmp/rows" | median)
-    eval "${t}_p50=$p50 ${t}_p99=$p99 ${t}_rps=$rps"
-  done
+  measure "direct:$ip gateway:$gp nginx:$np" "$conns"
   printf "%-34s %10s %10s %12s\n" "instance directly ($conns)" "$direct_p50" "$direct_p99" "$direct_rps"
   printf "%-34s %10s %10s %12s\n" "gateway -> instance ($conns)" "$gateway_p50" "$gateway_p99" "$gateway_rps"
   printf "%-34s %10s %10s %12s\n" "nginx -> instance ($conns)" "$nginx_p50" "$nginx_p99" "$nginx_rps"

@@ -50,18 +50,7 @@ for port in "$ip" "$lp" "$sp"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http:/
 
 printf "%-36s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
 for conns in 1 32; do
-  : > "$tmp/rows"
-  for round in $(seq "$rounds"); do
-    for target in direct:$ip local:$lp redis:$sp; do
-      echo "${target%%:*} $(run "${target#*:}" "$conns")" >> "$tmp/rows"
-    done
-  done
-  for t in direct local redis; do
-    p50=$(awk -v t=$t '$1 == t { print $2 }' "$tmp/rows" | median)
-    p99=$(awk -v t=$t '$1 == t { print $3 }' "$tmp/rows" | median)
-    rps=$(awk -v t=$t '$1 == t { print $4 }' "$tmp/rows" | median)
-    eval "${t}_p50=$p50 ${t}_p99=$p99 ${t}_rps=$rps"
-  done
+  measure "direct:$ip local:$lp redis:$sp" "$conns"
   printf "%-36s %10s %10s %12s\n" "instance directly ($conns)" "$direct_p50" "$direct_p99" "$direct_rps"
   printf "%-36s %10s %10s %12s\n" "gateway, in-process state ($conns)" "$local_p50" "$local_p99" "$local_rps"
   printf "%-36s %10s %10s %12s\n" "gateway, state on Redis ($conns)" "$redis_p50" "$redis_p99" "$redis_rps"

@@ -129,7 +129,7 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
           cluster.serve.state.empty()
               ? nullptr
               : MakeSessionStore(cluster.serve.state, cluster.serve.state_timeout_s, cluster.serve.time_scale,
-                                 "[serve] state"),
+                                 "--state / [serve] state"),
           cluster.router.policy == RouterPolicy::kFull ? cluster.router.lease_tau_s : 0,
           cluster.router.session_table_idle_s)),
       control_(cluster, profiles),

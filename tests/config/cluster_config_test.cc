@@ -67,6 +67,16 @@ TEST(ClusterConfigTest, ServeTimeoutsHaveDefaultsAndTheirBoundsAreChecked) {
   EXPECT_EQ(LoadError("[serve]\nupstream_keepalive_s = 0\ndrain_timeout_s = 0\n" + instance), "");
 }
 
+TEST(ClusterConfigTest, SharedStateIsOffByDefaultAndItsTimeoutBounded) {
+  const ClusterConfig c = LoadClusterConfig(std::string(TALARIA_SOURCE_DIR) + "/configs/tp8-three-models.toml");
+  EXPECT_EQ(c.serve.state, "");
+  EXPECT_DOUBLE_EQ(c.serve.state_timeout_s, 0.05);
+  const std::string instance = "[[instance]]\nmodels = [\"a\"]\n";
+  EXPECT_THAT(LoadError("[serve]\nstate_timeout_s = 0\n" + instance), HasSubstr("key 'serve.state_timeout_s'"));
+  EXPECT_THAT(LoadError("[serve]\nstate = 6379\n" + instance), HasSubstr("key 'serve.state'"));
+  EXPECT_EQ(LoadError("[serve]\nstate = \"redis://cache:6379/1\"\nstate_timeout_s = 0.2\n" + instance), "");
+}
+
 TEST(AblationTest, NamesMapToTheSection51Switches) {
   Ablation a;
   ASSERT_TRUE(AblationByName("round-only", a));

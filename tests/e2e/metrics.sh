@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Scrapes a loaded `talaria serve` (tests/e2e/metrics.toml: two instances,
-# three models, so calls queue, switch and return) and lints the page with
-# Prometheus' own `promtool check metrics`: it must report nothing. Then
-# checks that the families an operator reads are there and populated, so
-# the lint cannot pass on an empty page.
+# three models, so calls queue, switch and return; session state shared on
+# a redis-server the script starts, so the state families are there too) and
+# lints the page with Prometheus' own `promtool check metrics`: it must
+# report nothing. Then checks that the families an operator reads are there
+# and populated, so the lint cannot pass on an empty page, and that every
+# metric the Grafana dashboard (deploy/grafana/talaria.json) queries exists.
 # Usage: tests/e2e/metrics.sh path/to/talaria
 set -euo pipefail
 bin=$1
 dir=$(cd "$(dirname "$0")" && pwd)
 command -v promtool > /dev/null || { echo "metrics e2e: promtool is missing (scripts/test.sh installs Debian's prometheus)" >&2; exit 1; }
+command -v redis-server > /dev/null || { echo "metrics e2e: redis-server is missing (scripts/test.sh installs it)" >&2; exit 1; }
+redis_port=$((20000 + RANDOM % 30000))
+while (echo > "/dev/tcp/127.0.0.1/$redis_port") 2> /dev/null; do redis_port=$((redis_port + 1)); done
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no > /dev/null 2>&1 &
+redis_pid=$!
+extra_cleanup() { kill "$redis_pid" 2> /dev/null || true; wait "$redis_pid" 2> /dev/null || true; }
+for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$redis_port") 2> /dev/null && break; sleep 0.05; done
 source "$dir/start_server.sh"
-start_server "$dir/metrics.toml"
+start_server "$dir/metrics.toml" --state "redis://127.0.0.1:$redis_port"
 url="http://127.0.0.1:$port"
 
 # Three sessions per model, two turns each, concurrently.
@@ -41,7 +50,19 @@ populated() {
 for family in talaria_calls_completed_total talaria_route_decision_seconds_count 'talaria_route_decisions_total{outcome="lease"}' \
   talaria_leases_total talaria_model_resident talaria_model_active talaria_hbm_bytes talaria_switch_seconds_count \
   talaria_round_seconds_count talaria_phase_seconds_total talaria_slot_holds_total talaria_rounds_total \
-  talaria_telemetry_age_seconds talaria_instance_healthy talaria_host_kv_capacity_bytes talaria_ttft_seconds_count; do
+  talaria_telemetry_age_seconds talaria_instance_healthy talaria_host_kv_capacity_bytes talaria_ttft_seconds_count \
+  talaria_state_up 'talaria_state_operations_total{op="complete",result="ok"}' talaria_state_leases_taken_total; do
   populated "$family"
 done
-echo "metrics e2e: ok ($(echo "$page" | grep -c '^# TYPE') families, promtool clean)"
+
+# Every metric the Grafana dashboard queries is a family of the page (a
+# histogram's _bucket, _sum and _count name its family).
+dashboard="$dir/../../deploy/grafana/talaria.json"
+queried=$(grep -o 'talaria_[a-z0-9_]*' "$dashboard" | sort -u)
+[[ $(echo "$queried" | wc -l) -ge 20 ]] || { echo "metrics e2e: FAILED: the dashboard queries too few metrics" >&2; exit 1; }
+for m in $queried; do
+  family=${m%_bucket}
+  echo "$page" | grep -q -e "^# TYPE $m " -e "^# TYPE $family histogram" ||
+    { echo "metrics e2e: FAILED: the dashboard queries $m, which the page does not have" >&2; exit 1; }
+done
+echo "metrics e2e: ok ($(echo "$page" | grep -c '^# TYPE') families, promtool clean, $(echo "$queried" | wc -l) dashboard metrics present)"
