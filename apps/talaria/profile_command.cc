@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "progress.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "engine/cpu_profile.h"
@@ -81,6 +82,7 @@ struct MeasureArgs {
   double hbm_gib = 4;
   int repeats = 3;
   std::int64_t max_tokens = 2048;
+  bool quiet = false;
 };
 
 void RunMeasure(const MeasureArgs& a) {
@@ -107,7 +109,10 @@ void RunMeasure(const MeasureArgs& a) {
   if (o.prefill_tokens.empty() || o.decode_context.empty()) {
     throw InputError("--max-tokens", "leaves no prefill or decode point (the smallest are 16 and 64)");
   }
+  ProgressReporter progress("measure " + a.model, "points", a.quiet);
+  o.progress = [&](std::int64_t done, std::int64_t total) { progress.Update(done, total); };
   const std::string text = MeasureCpuProfile(config, o);
+  progress.Finish();
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
     return;
@@ -142,6 +147,7 @@ void AddProfileCommand(CLI::App& app) {
   measure->add_option("--repeats", m->repeats, "runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 100));
   measure->add_option("--max-tokens", m->max_tokens, "largest prefill length and decode context measured")
       ->capture_default_str();
+  measure->add_flag("-q,--quiet", m->quiet, "no progress on stderr");
   measure->callback([m] { RunMeasure(*m); });
 }
 

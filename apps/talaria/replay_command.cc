@@ -1,7 +1,5 @@
 // talaria replay: the closed-loop fixed replay over a simulated cluster.
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "progress.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "config/cluster_config.h"
@@ -188,6 +187,8 @@ void RunReplayCommand(const ReplayArgs& a) {
     }
   }
   nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  const std::size_t run_count = names.size() * routers.size() * loads.size() * taus.size();
+  std::size_t run_index = 0;
   for (const auto& name : names) {
     for (RouterPolicy policy : routers) {
       for (const auto& load : loads) {
@@ -208,24 +209,15 @@ void RunReplayCommand(const ReplayArgs& a) {
             label += std::string("_") + ToString(policy) + "_" + load + "_tau" + tau_text;
           }
           if (!a.records_dir.empty()) options.records_dir = a.records_dir + "/" + label;
-          // Progress on stderr once a run passes a second of wall time: a
-          // line rewritten in place on a terminal, a line every 10 s in a log.
-          const auto wall_start = std::chrono::steady_clock::now();
-          const bool tty = isatty(STDERR_FILENO) != 0;
-          double next_report_s = 1.0;
-          bool reported = false;
-          options.progress = [&](std::int64_t done, std::int64_t total) {
-            const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-            if (a.quiet || wall < next_report_s) return;
-            next_report_s = wall + (tty ? 0.2 : 10.0);
-            reported = true;
-            std::fprintf(stderr, tty ? "\r%s: %lld/%lld calls" : "%s: %lld/%lld calls\n", label.c_str(),
-                         static_cast<long long>(done), static_cast<long long>(total));
-          };
+          // Progress on stderr (apps/talaria/progress.h); a sweep numbers its runs.
+          ++run_index;
+          const std::string what =
+              run_count > 1 ? "[" + std::to_string(run_index) + "/" + std::to_string(run_count) + "] " + label : label;
+          ProgressReporter progress(what, "calls", a.quiet);
+          options.progress = [&](std::int64_t done, std::int64_t total) { progress.Update(done, total); };
           ReplayResult r = RunReplay(name, c, profiles, trace, options);
           r.load = load;
-          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-          if (reported) std::fprintf(stderr, tty ? "\r%s: done in %.1f s\n" : "%s: done in %.1f s\n", label.c_str(), wall);
+          progress.Finish();
           if (!a.quiet) routing ? PrintRoutingRow(r) : PrintRow(r);
           runs.push_back(r.ToJson());
         }

@@ -102,6 +102,14 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
     std::iota(tables[static_cast<std::size_t>(s)].begin(), tables[static_cast<std::size_t>(s)].end(), s * blocks_per_seq);
   }
   std::vector<float> logits;
+  // Progress: one point per table entry, plus the copies.
+  const auto points = static_cast<std::int64_t>(
+      o.prefill_tokens.size() + (cached_grid ? o.cached_new_tokens.size() * o.cached_tokens.size() : 0) +
+      o.decode_batch.size() * o.decode_context.size() + 1);
+  std::int64_t measured = 0;
+  auto point_done = [&] {
+    if (o.progress) o.progress(++measured, points);
+  };
 
   // Prefill of n fresh tokens.
   std::vector<double> prefill_tokens = {0}, prefill_s = {0};
@@ -111,6 +119,7 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
     const SeqChunk c{prompt, 0, tables[0]};
     prefill_tokens.push_back(static_cast<double>(n));
     prefill_s.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&c, 1), kv, logits); }));
+    point_done();
   }
   // Prefill of n new tokens after c cached ones: the cache is filled once
   // per c (untimed), then the n tokens are timed on top of it.
@@ -128,6 +137,7 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
         const SeqChunk chunk{std::span(text).subspan(static_cast<std::size_t>(c), static_cast<std::size_t>(n)), c,
                              tables[0]};
         row.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&chunk, 1), kv, logits); }));
+        point_done();
       }
       cached_s.push_back(std::move(row));
     }
@@ -144,6 +154,7 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
         chunks.push_back(SeqChunk{std::span(&next[static_cast<std::size_t>(s)], 1), ctx, tables[static_cast<std::size_t>(s)]});
       }
       row.push_back(MedianSeconds(o.repeats, [&] { model.Forward(chunks, kv, logits); }));
+      point_done();
     }
     decode_s.push_back(std::move(row));
   }
@@ -155,6 +166,7 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
     std::memcpy(kv.Block(0), kv.Block(1), kv.block_bytes());
   });
   const double open_s = static_cast<double>(model.weight_bytes()) / copy;
+  point_done();
 
   std::string t;
   char buf[512];

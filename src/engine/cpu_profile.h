@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct CpuProfileOptions {
   // every pair; skipped when either list is empty.
   std::vector<std::int64_t> cached_new_tokens = {16, 64, 256, 512};
   std::vector<std::int64_t> cached_tokens = {128, 512, 1024};
+  // Told after each measured point: points done, points in all.
+  std::function<void(std::int64_t, std::int64_t)> progress;
 };
 
 // Bytes per second of memcpy over a buffer of `bytes` (best of a few):
