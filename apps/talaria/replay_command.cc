@@ -35,6 +35,7 @@ struct ReplayArgs {
   std::string api_key;
   bool echo_output = false;
   double time_scale = 1.0;
+  std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
 };
 
 std::vector<std::string> SplitList(const std::string& spec) {
@@ -139,7 +140,13 @@ void RunHttpReplay(const ReplayArgs& a) {
 
 void RunReplayCommand(const ReplayArgs& a) {
   if (!a.target.empty()) return RunHttpReplay(a);
-  const ClusterConfig cluster = LoadClusterConfig(a.cluster);
+  ClusterConfig cluster = LoadClusterConfig(a.cluster);
+  if (!a.hold.empty()) {
+    for (auto& ic : cluster.instances) {
+      ic.hold = a.hold == "adaptive" ? HoldPolicy::kAdaptive : HoldPolicy::kFixed;
+      if (a.hold == "none") ic.slot_hold_s = 0;
+    }
+  }
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   const Trace trace = ReadTraceFile(a.trace);
   const auto names = ParseAblations(a.ablations);
@@ -262,6 +269,11 @@ void AddReplayCommand(CLI::App& app) {
                   "offered load: low (half the trace's session arrival rate), medium (as recorded), "
                   "high (four times), a comma list, or all")
       ->capture_default_str();
+  cmd->add_option("--hold", args->hold,
+                  "slot holds of every instance, overriding the config's `hold`: fixed (slot_hold_s after a "
+                  "finish, the paper's), none (fixed with slot_hold_s = 0) or adaptive (as long as the expected "
+                  "saving beats the cost; docs/cluster-config.md)")
+      ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
   cmd->add_option("--lease-sweep", args->lease_sweep,
                   "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");
   cmd->add_option("--target", args->target,

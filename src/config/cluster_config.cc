@@ -137,6 +137,15 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("min_prefill_budget_s", ic.min_prefill_budget_s, 0, 1e4);
       r.Optional("sp_max_batch", ic.sp_max_batch, 1, 1 << 16);
       r.Optional("slot_hold_s", ic.slot_hold_s, 0, 1e4);
+      std::string hold = ToString(ic.hold);
+      r.Optional("hold", hold);
+      if (hold == "fixed") {
+        ic.hold = HoldPolicy::kFixed;
+      } else if (hold == "adaptive") {
+        ic.hold = HoldPolicy::kAdaptive;
+      } else {
+        r.Fail("hold", t->get("hold"), "must be \"fixed\" (slot_hold_s) or \"adaptive\"");
+      }
       r.Optional("max_prefill_batch_tokens", ic.max_prefill_batch_tokens, 1, 1 << 30);
       r.Optional("sp", ic.ablation.sp);
       r.Optional("hkvr", ic.ablation.hkvr);

@@ -12,6 +12,13 @@ namespace talaria {
 
 enum class Pool { kHot, kCold };
 
+// How long a cold slot with nothing left to run stays open for a return.
+enum class HoldPolicy {
+  kFixed,     // slot_hold_s after the latest finish (the paper's tau)
+  kAdaptive,  // as long as the expected saving beats the expected cost (issue 18)
+};
+inline const char* ToString(HoldPolicy h) { return h == HoldPolicy::kFixed ? "fixed" : "adaptive"; }
+
 struct Ablation {
   bool sp = true;           // session-prefill: admit continuations mid-slot
   bool hkvr = true;         // host KV registry keeps session KV across switches
@@ -64,6 +71,15 @@ struct InstanceConfig {
   // waiting a round: the instance side of the soft reservation (tau = 1 s).
   // Bounded by the slot budget; 0 disables.
   double slot_hold_s = 1.0;
+  // kAdaptive: each time the slot runs dry, the hold h maximises
+  //   W * sum_s P_s(returns within h | not yet) - h * N
+  // over the sessions s that finished on the active model within the round
+  // bound (P from each session's learned return model, core/return_model.h),
+  // where W is what a return that misses the slot waits for the model's next
+  // one (the other models' Eq.3 slot terms and the switch back) and N the
+  // calls of other models the hold keeps waiting: no hold when no h gains.
+  // slot_hold_s is then unused; the slot budget still bounds every hold.
+  HoldPolicy hold = HoldPolicy::kFixed;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 
   Ablation ablation;

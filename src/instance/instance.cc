@@ -150,6 +150,11 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   r->model = index;
   r->arrived = now;
   Model& m = *models_[static_cast<std::size_t>(index)];
+  // A return: its gap since the session's last call finished teaches the
+  // model's return model (adaptive holds).
+  if (Session* s = sessions_.Find(r->call.session_id); s != nullptr && s->finished && !s->busy) {
+    m.returns.ObserveReturn(s->gaps, ToSeconds(now - s->last_finish));
+  }
   r->queued_prefill = FromSeconds(step_cost::CallPrefill(*m.profile, r->call.prompt_tokens, r->call.prefix_tokens));
   m.queued_prefill += r->queued_prefill;
   m.tokens_left += r->call.output_tokens;
@@ -252,7 +257,14 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.busy = false;
   s.last_use = now;
   sessions_.MarkDirty(s);
-  sessions_.Finished(s, now, FromSeconds(config_.slot_hold_s));
+  s.last_finish = now;
+  s.finished = true;
+  m.returns.ObserveCompletion();
+  // The finishes a hold may wait for: within the fixed hold, or (adaptive)
+  // within a round's bound.
+  const double window_s =
+      config_.hold == HoldPolicy::kFixed ? config_.slot_hold_s : config_.gamma * config_.ttft_target_s;
+  sessions_.Finished(s, now, FromSeconds(window_s));
   if (config_.ablation.hkvr) {
     TakeHostDrops();  // drops so far concern the chain as it was before this checkpoint
     const BlockChain chain = s.host_chain();

@@ -322,6 +322,8 @@ class Instance {
   BlockChain HostChain(const Request& r) const;
   bool Hybrid(const Request& r) const;  // its model has recurrent state
   TimePoint HoldUntil(TimePoint now) const;
+  // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
+  TimePoint AdaptiveHoldUntil(TimePoint now) const;
   bool DeviceReusable(const Request& r) const;
   // A hybrid call names a state point a restore could reach.
   bool StateRestorable(const Request& r) const;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/return_model.h"
 #include "instance/instance.h"
 
 namespace talaria {
@@ -77,6 +78,8 @@ struct Instance::Model {
   bool resident = true;
   double full_open_s = 0;  // from storage, when not resident
   TimePoint last_active;
+  // When this model's sessions come back after a call (adaptive holds).
+  ReturnModel returns;
 };
 
 struct Instance::Request {

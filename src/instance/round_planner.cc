@@ -106,7 +106,9 @@ void Instance::Flush(InstanceEvents& events) {
 }
 
 TimePoint Instance::HoldUntil(TimePoint now) const {
-  if (config_.pool != Pool::kCold || !config_.ablation.sp || config_.slot_hold_s <= 0) return kNever;
+  if (config_.pool != Pool::kCold || !config_.ablation.sp) return kNever;
+  if (config_.hold == HoldPolicy::kAdaptive) return AdaptiveHoldUntil(now);
+  if (config_.slot_hold_s <= 0) return kNever;
   const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
   if (now >= slot_end) return kNever;
   // Only a session that finished within the hold can keep the slot open:
@@ -119,6 +121,56 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
     return std::min(it->first + hold, slot_end);
   }
   return kNever;
+}
+
+TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
+  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  if (now >= slot_end) return kNever;
+  // N: the other models' calls a hold keeps waiting. W: what a return that
+  // misses the slot waits for the model's next one: the other models' slots
+  // (Eq.3's terms: queued prefill, protected decode, switch in) and the
+  // switch back. While nothing waits (N = 0) a hold costs nothing: it lasts
+  // to the slot's end, and an arrival for another model plans again, with N
+  // counting it.
+  std::int64_t waiting = 0;
+  const Model& active = *models_[static_cast<std::size_t>(active_)];
+  double missed_wait_s = active.switch_in_estimate_s;
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    const Model& m = *models_[i];
+    if (static_cast<std::int32_t>(i) == active_ || !HasWork(m)) continue;
+    waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
+    const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())), 32768);
+    missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
+  }
+  // The idle sessions that finished on the active model lately, each with
+  // how long it has been gone.
+  const auto& recent = sessions_.recent_finishes();
+  const double horizon_s = ToSeconds(slot_end - now);
+  // Expected returns within h, for h on a geometric grid up to the slot's end.
+  constexpr int kGrid = 24;
+  constexpr double kMinHoldS = 0.005;
+  double best_gain = 0;
+  double best_h = 0;
+  double expected = 0;  // returns expected by the slot's end
+  for (int k = 0; k < kGrid; ++k) {
+    const double h = horizon_s <= kMinHoldS ? horizon_s
+                                            : kMinHoldS * std::pow(horizon_s / kMinHoldS, static_cast<double>(k + 1) / kGrid);
+    double returns = 0;
+    for (auto it = recent.rbegin(); it != recent.rend(); ++it) {
+      const Session& s = *it->second;
+      if (s.model != active_ || s.busy || s.last_finish != it->first) continue;
+      const double gone = ToSeconds(now - it->first);
+      const double before = active.returns.ProbabilityWithin(s.gaps, gone);
+      const double by_then = active.returns.ProbabilityWithin(s.gaps, gone + h);
+      if (before < 1) returns += (by_then - before) / (1 - before);  // not back yet: conditional
+    }
+    expected = returns;
+    const double gain = returns * missed_wait_s - h * static_cast<double>(waiting);
+    if (gain > best_gain) best_gain = gain, best_h = h;
+  }
+  if (waiting == 0) return expected > 0.01 ? slot_end : kNever;  // a return is expected: hold it all
+  if (best_h <= 0) return kNever;
+  return std::min(now + FromSeconds(best_h), slot_end);
 }
 
 SeqRef Instance::Seq(const Request& r) const {

@@ -20,6 +20,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/return_model.h"
 #include "core/time.h"
 #include "memory/block_hashes.h"
 #include "memory/host_kv_registry.h"
@@ -37,6 +38,11 @@ struct InstanceSession {
   std::vector<BlockId> blocks;
   bool busy = false;
   TimePoint last_use;
+  // Its gaps between a call finishing and the next arriving (adaptive
+  // holds), and when its last call finished (finished: it has one).
+  SessionGaps gaps;
+  TimePoint last_finish;
+  bool finished = false;
   // Telemetry cache of the host-restorable prefix once its checkpoint's
   // copies land, shortened by the registry's drops (-1: probe again, a drop
   // that could not be placed on its chain); probed while copies are in flight.

@@ -404,6 +404,45 @@ TEST(ColdInstanceTest, HeldSlotCatchesALoneSessionsReturn) {
   }
 }
 
+// Adaptive holds (issue 18): a session that has come back only after ~10 s
+// does not keep the slot while another model's call waits (the fixed hold
+// keeps it 1 s); one that comes back within ~0.4 s does, and its return
+// enters by SP.
+TEST(ColdInstanceTest, AnAdaptiveHoldWaitsOnlyForSessionsLikelyToReturnSoon) {
+  for (HoldPolicy policy : {HoldPolicy::kFixed, HoldPolicy::kAdaptive}) {
+    SCOPED_TRACE(ToString(policy));
+    InstanceConfig c = Cold({"m", "n"});
+    c.hold = policy;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    h.Run({{0, "a", 0, "m", 100, 0, 1},
+           {10, "a", 1, "m", 150, 101, 1},
+           {20, "a", 2, "m", 200, 151, 1},
+           {30, "a", 3, "m", 250, 201, 1},
+           {30, "x", 0, "n", 100, 0, 1}});  // waits for the GPU when a3 finishes
+    ASSERT_FALSE(h.switches().empty());
+    const double a3_done = ToSeconds(h.Finished("a3").finished);
+    const double switched = ToSeconds(h.switches().front().start);
+    if (policy == HoldPolicy::kFixed) {
+      EXPECT_GE(switched, a3_done + 0.99);  // held 1 s for a return that comes 10 s later
+    } else {
+      EXPECT_LT(switched, a3_done + 0.05);  // no hold: x goes at once
+    }
+  }
+  InstanceConfig c = Cold({"m", "n"});
+  c.hold = HoldPolicy::kAdaptive;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  h.Run({{0, "b", 0, "m", 100, 0, 1},
+         {0.5, "b", 1, "m", 150, 101, 1},
+         {1.0, "b", 2, "m", 200, 151, 1},
+         {1.5, "b", 3, "m", 250, 201, 1},
+         {1.5, "x", 0, "n", 100, 0, 1},
+         {2.0, "b", 4, "m", 300, 251, 1}});
+  EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
+  EXPECT_GE(h.instance().counters().hold_hits, 1);
+}
+
 // A hybrid model cannot roll its recurrent state back: a continuation that
 // does not reuse the whole previous context recomputes (a restore skip).
 TEST(ColdInstanceTest, HybridPartialReuseIsARestoreSkip) {

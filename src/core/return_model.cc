@@ -1,0 +1,69 @@
+#include "core/return_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace talaria {
+namespace {
+
+// Before anything is seen: a return is as likely as not, around 1 s, with a
+// wide spread (no gap is ruled out).
+constexpr double kDefaultRate = 0.5;
+constexpr double kDefaultMeanLog = 0.0;  // ln 1 s
+constexpr double kDefaultSigma = 1.5;
+constexpr double kMinSigma = 0.05;  // a session whose gaps are all equal still has some spread
+constexpr double kMinGapS = 1e-3;   // ln of a zero gap
+
+const double kDecay = std::exp2(-1.0 / ReturnModel::kHalfLife);
+
+}  // namespace
+
+void ReturnModel::ObserveCompletion() {
+  completions_ = completions_ * kDecay + 1;
+  returns_ *= kDecay;
+}
+
+void ReturnModel::ObserveReturn(SessionGaps& s, double gap_s) {
+  const double x = std::log(std::max(gap_s, kMinGapS));
+  returns_ += 1;
+  // The rate's numerator and denominator decay together at completions; a
+  // return counts against the completion before it.
+  returns_ = std::min(returns_, completions_);
+  w_ = w_ * kDecay + 1;
+  sum_log_ = sum_log_ * kDecay + x;
+  sum_sq_log_ = sum_sq_log_ * kDecay + x * x;
+  ++s.n;
+  const double delta = x - s.mean_log;
+  s.mean_log += delta / s.n;
+  s.m2_log += delta * (x - s.mean_log);
+}
+
+double ReturnModel::return_rate() const {
+  return completions_ > 0 ? std::clamp(returns_ / completions_, 0.0, 1.0) : kDefaultRate;
+}
+
+double ReturnModel::median_gap_s() const { return std::exp(w_ > 0 ? sum_log_ / w_ : kDefaultMeanLog); }
+
+double ReturnModel::ProbabilityWithin(const SessionGaps& s, double t_s) const {
+  if (!(t_s > 0)) return 0;
+  // The population's log-normal, then the session's shrunk towards it.
+  double mean = kDefaultMeanLog;
+  double var = kDefaultSigma * kDefaultSigma;
+  if (w_ > 0) {
+    mean = sum_log_ / w_;
+    // With one observation the spread is unknown: keep the default's.
+    if (w_ > 1.5) var = std::max(sum_sq_log_ / w_ - mean * mean, kMinSigma * kMinSigma);
+  }
+  if (s.n > 0) {
+    const double n = s.n;
+    const double own_var = s.n > 1 ? s.m2_log / (n - 1) : var;
+    mean = (n * s.mean_log + kPriorWeight * mean) / (n + kPriorWeight);
+    var = (n * own_var + kPriorWeight * var) / (n + kPriorWeight);
+  }
+  const double sigma = std::max(std::sqrt(var), kMinSigma);
+  const double z = (std::log(t_s) - mean) / sigma;
+  const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+  return return_rate() * cdf;
+}
+
+}  // namespace talaria

@@ -1,0 +1,61 @@
+// When does an agent session come back? A model of the gap between one of
+// a session's calls completing and its next call arriving, learned online
+// (issue 18): each session's own gaps, shrunk towards its population's
+// (the sessions of one model on an instance, say) until it has a few, and
+// the population's return rate (the share of completions a next call
+// follows at all: the last call of a session has none).
+//
+// Gaps are modelled as log-normal (tool latencies are products of many
+// factors; the project's and the public traces' gaps are heavy-tailed), so
+//   P(return within t) = rate * Phi((ln t - mu) / sigma),
+// with mu and sigma the session's log-gap mean and deviation after
+// shrinkage: a session with n gaps weighs its own estimate n against the
+// population's kPriorWeight. The population's statistics decay with a
+// half-life of kHalfLife observations, so it follows a workload that changes.
+//
+// Policy code: no clock, no I/O; O(1) to update and to query. Not synchronized.
+#pragma once
+
+#include <cstdint>
+
+namespace talaria {
+
+// Log-gap statistics of one session (Welford's running mean and variance).
+struct SessionGaps {
+  std::int32_t n = 0;
+  double mean_log = 0;
+  double m2_log = 0;
+};
+
+class ReturnModel {
+ public:
+  // How many gaps the population's estimate counts as in a session's.
+  static constexpr double kPriorWeight = 2;
+  // Observations after which the population's older ones weigh half.
+  static constexpr double kHalfLife = 200;
+
+  // A call of a session completed (the rate's denominator).
+  void ObserveCompletion();
+  // A session's next call came `gap_s` after its previous one completed.
+  void ObserveReturn(SessionGaps& session, double gap_s);
+
+  // P(the session's next call arrives within `t_s` of its last completion).
+  double ProbabilityWithin(const SessionGaps& session, double t_s) const;
+  // The same for a session not seen before (the population alone).
+  double ProbabilityWithin(double t_s) const { return ProbabilityWithin(SessionGaps{}, t_s); }
+
+  // The population's estimates (for telemetry and tests).
+  double return_rate() const;
+  double median_gap_s() const;
+
+ private:
+  // Decayed sums of the population: returns, completions, and the log-gap
+  // moments (weight, weighted sum, weighted sum of squares).
+  double returns_ = 0;
+  double completions_ = 0;
+  double w_ = 0;
+  double sum_log_ = 0;
+  double sum_sq_log_ = 0;
+};
+
+}  // namespace talaria
