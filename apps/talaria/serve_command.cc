@@ -229,7 +229,7 @@ void AddCommonOptions(CLI::App* cmd, ServeArgs& args, const char* config_help) {
 
 void AddStateOption(CLI::App* cmd, ServeArgs& args) {
   cmd->add_option("--state", args.state,
-                  "redis://[:PASSWORD@]HOST[:PORT][/DB]: share session state (session table, leases, live-lease "
+                  "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: share session state (session table, leases, live-lease "
                   "counts) with other gateway replicas on this Redis (overrides [serve] state; default: in this "
                   "process)");
 }

@@ -54,7 +54,7 @@ struct ServeOptions {
   double upstream_keepalive_s = 1;
   double upstream_silence_s = 5;
   // Gateway replicas: where the session table, leases and live-lease counts
-  // are shared ("redis://[:PASSWORD@]HOST[:PORT][/DB]"; docs/serving.md
+  // are shared ("redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"; docs/serving.md
   // "Gateway replicas"). Empty: the gateway keeps them in its own process.
   std::string state;
   // Wall seconds the gateway waits for the state store on any operation;

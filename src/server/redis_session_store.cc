@@ -93,14 +93,20 @@ std::string Text(const redisReply* r) {
 bool ParseRedisUrl(const std::string& url, RedisAddress& out, std::string& error) {
   constexpr std::string_view kScheme = "redis://";
   if (url.rfind(kScheme, 0) != 0) {
-    error = "must start with redis:// (redis://[:PASSWORD@]HOST[:PORT][/DB])";
+    error = "must start with redis:// (redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])";
     return false;
   }
   std::string rest = url.substr(kScheme.size());
   if (const auto at = rest.rfind('@'); at != std::string::npos) {
-    std::string auth = rest.substr(0, at);
-    if (!auth.empty() && auth[0] == ':') auth.erase(0, 1);
-    out.password = auth;
+    // ":PASSWORD" (the default user) or "USER:PASSWORD" (an ACL user).
+    const std::string auth = rest.substr(0, at);
+    const auto colon = auth.find(':');
+    if (colon == std::string::npos) {
+      error = "credentials must be :PASSWORD or USER:PASSWORD before the @";
+      return false;
+    }
+    out.user = auth.substr(0, colon);
+    out.password = auth.substr(colon + 1);
     rest.erase(0, at + 1);
   }
   if (const auto slash = rest.find('/'); slash != std::string::npos) {
@@ -220,7 +226,11 @@ std::unique_ptr<RedisSessionStore::Connection> RedisSessionStore::Borrow() {
   c->ctx = redisConnectWithTimeout(address_.host.c_str(), address_.port, ToTimeval(timeout_s_));
   if (c->ctx == nullptr || c->ctx->err != 0 || redisSetTimeout(c->ctx, ToTimeval(timeout_s_)) != REDIS_OK) return nullptr;
   if (!address_.password.empty()) {
-    c->Append({"AUTH", address_.password});
+    if (address_.user.empty()) {
+      c->Append({"AUTH", address_.password});
+    } else {
+      c->Append({"AUTH", address_.user, address_.password});
+    }
     if (!c->ReadOk()) return nullptr;
   }
   if (address_.db != 0) {

@@ -40,10 +40,11 @@ struct RedisAddress {
   std::string host;
   int port = 6379;
   int db = 0;
+  std::string user;  // empty: the default user
   std::string password;
 };
-// Parses "redis://[:PASSWORD@]HOST[:PORT][/DB]"; false with `error` set
-// when it cannot.
+// Parses "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"; false with `error`
+// set when it cannot.
 bool ParseRedisUrl(const std::string& url, RedisAddress& out, std::string& error);
 
 class RedisSessionStore final : public SessionStore {

@@ -95,7 +95,7 @@ class SessionStore {
   Status End(std::string_view session, const SessionRecord& last);
 };
 
-// The store a `[serve] state` URL names: "redis://[:PASSWORD@]HOST:PORT[/DB]"
+// The store a `[serve] state` URL names: "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
 // (server/redis_session_store.h). `timeout_s` bounds every operation (wall
 // seconds); `time_scale` is the gateway's emulated seconds per wall second.
 // Throws InputError naming `field` for a URL it cannot use. Connecting is

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +16,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string LoadError(const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / "talaria_cluster_test.toml";
+  // One file per process: ctest runs this binary's tests in parallel.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("talaria_cluster_test_" + std::to_string(getpid()) + ".toml");
   std::ofstream(path) << text;
   try {
     LoadClusterConfig(path.string());

@@ -98,6 +98,13 @@ TEST(RedisUrlTest, ParsesHostPortDatabaseAndPassword) {
   EXPECT_EQ(a.port, 6380);
   EXPECT_EQ(a.db, 2);
   EXPECT_EQ(a.password, "s3cret");
+  EXPECT_EQ(a.user, "");
+  RedisAddress acl;
+  ASSERT_TRUE(ParseRedisUrl("redis://gateway:pw@cache:6379", acl, error)) << error;
+  EXPECT_EQ(acl.user, "gateway");
+  EXPECT_EQ(acl.password, "pw");
+  EXPECT_FALSE(ParseRedisUrl("redis://pw@cache", a, error));
+  EXPECT_NE(error.find("USER:PASSWORD"), std::string::npos);
   RedisAddress d;
   ASSERT_TRUE(ParseRedisUrl("redis://cache", d, error));
   EXPECT_EQ(d.port, 6379);
