@@ -1,6 +1,20 @@
 # Helpers the gateway benchmarks share (bench/gateway/run.sh, state.sh).
-# The caller sets `dir` (this folder), `secs` (seconds per wrk run) and
-# `tmp` (a scratch folder).
+# The caller sets `dir` (this folder), `secs` (seconds per wrk run),
+# `rounds` and `tmp` (a scratch folder) before calling them.
+
+# Installs, from Debian, each PACKAGE whose COMMAND is missing: arguments
+# are COMMAND=PACKAGE pairs (apt-get update only when something is).
+ensure_packages() {
+  local missing=() pair
+  for pair in "$@"; do
+    command -v "${pair%%=*}" > /dev/null || [[ -x "/usr/sbin/${pair%%=*}" ]] || missing+=("${pair#*=}")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  local sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
 
 # Waits for a server to write its bound port to FILE; prints it.
 wait_port() {

@@ -10,11 +10,8 @@ dir=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$dir/../../build/talaria}
 secs=${2:-5}
 rounds=${3:-3}
-if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
-  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nginx-light wrk
-fi
+source "$dir/lib.sh"
+ensure_packages wrk=wrk nginx=nginx-light
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -24,7 +21,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-source "$dir/lib.sh"
 
 "$bin" instance --config "$dir/bench.toml" --port 0 --port-file "$tmp/instance.port" > "$tmp/instance.log" 2>&1 &
 pids+=($!)

@@ -14,11 +14,8 @@ dir=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$dir/../../build/talaria}
 secs=${2:-5}
 rounds=${3:-3}
-if ! command -v wrk >/dev/null || ! command -v redis-server >/dev/null; then
-  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends redis-server wrk
-fi
+source "$dir/lib.sh"
+ensure_packages wrk=wrk redis-server=redis-server
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -27,7 +24,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-source "$dir/lib.sh"
 
 rp=$((20000 + RANDOM % 30000))
 while (echo > "/dev/tcp/127.0.0.1/$rp") 2>/dev/null; do rp=$((rp + 1)); done

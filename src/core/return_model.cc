@@ -44,8 +44,13 @@ double ReturnModel::return_rate() const {
 
 double ReturnModel::median_gap_s() const { return std::exp(w_ > 0 ? sum_log_ / w_ : kDefaultMeanLog); }
 
-double ReturnModel::ProbabilityWithin(const SessionGaps& s, double t_s) const {
+double GapDistribution::Within(double t_s) const {
   if (!(t_s > 0)) return 0;
+  const double z = (std::log(t_s) - mean_log) / sigma_log;
+  return rate * 0.5 * std::erfc(-z / std::sqrt(2.0));
+}
+
+GapDistribution ReturnModel::For(const SessionGaps& s) const {
   // The population's log-normal, then the session's shrunk towards it.
   double mean = kDefaultMeanLog;
   double var = kDefaultSigma * kDefaultSigma;
@@ -60,10 +65,7 @@ double ReturnModel::ProbabilityWithin(const SessionGaps& s, double t_s) const {
     mean = (n * s.mean_log + kPriorWeight * mean) / (n + kPriorWeight);
     var = (n * own_var + kPriorWeight * var) / (n + kPriorWeight);
   }
-  const double sigma = std::max(std::sqrt(var), kMinSigma);
-  const double z = (std::log(t_s) - mean) / sigma;
-  const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
-  return return_rate() * cdf;
+  return GapDistribution{return_rate(), mean, std::max(std::sqrt(var), kMinSigma)};
 }
 
 }  // namespace talaria

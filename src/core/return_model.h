@@ -27,6 +27,16 @@ struct SessionGaps {
   double m2_log = 0;
 };
 
+// One session's gap distribution, as ReturnModel::For resolved it: cheap
+// to evaluate many times (a hold's scan over candidate lengths).
+struct GapDistribution {
+  double rate = 0;   // P(the session comes back at all)
+  double mean_log = 0;
+  double sigma_log = 1;
+  // P(the next call arrives within `t_s` of the last completion).
+  double Within(double t_s) const;
+};
+
 class ReturnModel {
  public:
   // How many gaps the population's estimate counts as in a session's.
@@ -39,8 +49,11 @@ class ReturnModel {
   // A session's next call came `gap_s` after its previous one completed.
   void ObserveReturn(SessionGaps& session, double gap_s);
 
+  // The session's gap distribution: its own gaps shrunk towards the
+  // population's, with the population's return rate.
+  GapDistribution For(const SessionGaps& session) const;
   // P(the session's next call arrives within `t_s` of its last completion).
-  double ProbabilityWithin(const SessionGaps& session, double t_s) const;
+  double ProbabilityWithin(const SessionGaps& session, double t_s) const { return For(session).Within(t_s); }
   // The same for a session not seen before (the population alone).
   double ProbabilityWithin(double t_s) const { return ProbabilityWithin(SessionGaps{}, t_s); }
 

@@ -151,9 +151,12 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   r->arrived = now;
   Model& m = *models_[static_cast<std::size_t>(index)];
   // A return: its gap since the session's last call finished teaches the
-  // model's return model (adaptive holds).
-  if (Session* s = sessions_.Find(r->call.session_id); s != nullptr && s->finished && !s->busy) {
-    m.returns.ObserveReturn(s->gaps, ToSeconds(now - s->last_finish));
+  // model's return model. Only adaptive holds read it, so only they pay the
+  // session lookup here (the request finds its session later anyway).
+  if (config_.hold == HoldPolicy::kAdaptive) {
+    if (Session* s = sessions_.Find(r->call.session_id); s != nullptr && s->finished && !s->busy) {
+      m.returns.ObserveReturn(s->gaps, ToSeconds(now - s->last_finish));
+    }
   }
   r->queued_prefill = FromSeconds(step_cost::CallPrefill(*m.profile, r->call.prompt_tokens, r->call.prefix_tokens));
   m.queued_prefill += r->queued_prefill;

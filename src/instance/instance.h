@@ -33,6 +33,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/return_model.h"
 #include "core/time.h"
 #include "engine/engine.h"
 #include "instance/config.h"
@@ -324,6 +325,13 @@ class Instance {
   TimePoint HoldUntil(TimePoint now) const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
+  // A session an adaptive hold may wait for: its gap distribution, how long
+  // it has been gone and how likely it was to be back by now.
+  struct HoldCandidate {
+    GapDistribution gaps;
+    double gone_s;
+    double back_by_now;
+  };
   bool DeviceReusable(const Request& r) const;
   // A hybrid call names a state point a restore could reach.
   bool StateRestorable(const Request& r) const;
@@ -360,6 +368,7 @@ class Instance {
   bool slot_open_ = false;
   TimePoint slot_start_;
   double slot_budget_s_ = 0;
+  mutable std::vector<HoldCandidate> hold_scratch_;  // AdaptiveHoldUntil's, kept to avoid allocating
   std::int32_t protected_iterations_ = 0;  // Eq.4 d_m for this slot
   std::int32_t decode_iterations_ = 0;     // done in this slot
   bool p_done_ = false;

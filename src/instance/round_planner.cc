@@ -142,11 +142,20 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())), 32768);
     missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
   }
-  // The idle sessions that finished on the active model lately, each with
-  // how long it has been gone.
-  const auto& recent = sessions_.recent_finishes();
+  // The idle sessions that finished on the active model lately: each one's
+  // gap distribution and how likely it was to be back by now, once.
+  std::vector<HoldCandidate>& gone = hold_scratch_;  // reused: a scheduler step allocates nothing
+  gone.clear();
+  for (const auto& [finished, session] : sessions_.recent_finishes()) {
+    const Session& s = *session;
+    if (s.model != active_ || s.busy || s.last_finish != finished) continue;
+    HoldCandidate g{active.returns.For(s.gaps), ToSeconds(now - finished), 0};
+    g.back_by_now = g.gaps.Within(g.gone_s);
+    if (g.back_by_now < 1) gone.push_back(g);
+  }
+  // Expected returns within h (each conditional on not being back yet), for
+  // h on a geometric grid up to the slot's end.
   const double horizon_s = ToSeconds(slot_end - now);
-  // Expected returns within h, for h on a geometric grid up to the slot's end.
   constexpr int kGrid = 24;
   constexpr double kMinHoldS = 0.005;
   double best_gain = 0;
@@ -156,14 +165,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     const double h = horizon_s <= kMinHoldS ? horizon_s
                                             : kMinHoldS * std::pow(horizon_s / kMinHoldS, static_cast<double>(k + 1) / kGrid);
     double returns = 0;
-    for (auto it = recent.rbegin(); it != recent.rend(); ++it) {
-      const Session& s = *it->second;
-      if (s.model != active_ || s.busy || s.last_finish != it->first) continue;
-      const double gone = ToSeconds(now - it->first);
-      const double before = active.returns.ProbabilityWithin(s.gaps, gone);
-      const double by_then = active.returns.ProbabilityWithin(s.gaps, gone + h);
-      if (before < 1) returns += (by_then - before) / (1 - before);  // not back yet: conditional
-    }
+    for (const HoldCandidate& g : gone) returns += (g.gaps.Within(g.gone_s + h) - g.back_by_now) / (1 - g.back_by_now);
     expected = returns;
     const double gain = returns * missed_wait_s - h * static_cast<double>(waiting);
     if (gain > best_gain) best_gain = gain, best_h = h;

@@ -53,6 +53,13 @@ struct Router::Impl {
   std::unique_ptr<PlacementPolicy> policy;
   // Other replicas' live leases charged to the view, [model][instance].
   std::vector<std::vector<std::int32_t>> shared_leases;
+
+  // The session's entry, made most recently used (a new one may push out
+  // idle or least recently used entries, their leases with them).
+  SessionEntry& Entry(std::string_view session_id, TimePoint now, const RouterOptions& o) {
+    return sessions.Route(session_id, now, o.session_table_size, o.session_table_idle_s,
+                          [&](SessionEntry& dropped) { leases.Drop(dropped); });
+  }
 };
 
 Router::Router(RouterOptions options, std::vector<std::string> instances, std::vector<std::int32_t> tps,
@@ -114,8 +121,7 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
 void Router::AdoptSession(std::string_view session_id, const SharedSession& shared, TimePoint now) {
   Impl& im = *impl_;
   if (shared.instance < 0 || shared.instance >= im.view.size()) return;
-  SessionEntry& e = im.sessions.Route(session_id, now, options_.session_table_size, options_.session_table_idle_s,
-                                      [&](SessionEntry& dropped) { im.leases.Drop(dropped); });
+  SessionEntry& e = im.Entry(session_id, now, options_);
   const std::int32_t model = im.view.ModelId(shared.model);
   if (e.last_instance < 0 || shared.done >= e.last_done) {
     e.last_instance = shared.instance;
@@ -159,8 +165,7 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   ++counters_.decisions;
   const std::int32_t model = im.view.ModelId(r.model);
   im.leases.ExpireDue(now, im.sessions, counters_);
-  SessionEntry& entry = im.sessions.Route(r.session_id, now, options_.session_table_size, options_.session_table_idle_s,
-                                          [&](SessionEntry& dropped) { im.leases.Drop(dropped); });
+  SessionEntry& entry = im.Entry(r.session_id, now, options_);
   entry.last_use = now;
   const PlacementContext ctx{im.view, entry, r, model, im.view.OutputTokens(model, options_.output_tokens_estimate),
                              now, options_, counters_};

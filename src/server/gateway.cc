@@ -4,8 +4,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include <xxhash.h>
-
 #include "core/error.h"
 #include "server/asio_timer.h"
 #include "server/telemetry_json.h"
@@ -19,6 +17,14 @@ std::vector<std::unique_ptr<InstanceLink>> LocalLinks(const ClusterConfig& clust
     links.push_back(std::make_unique<LocalInstanceLink>(std::make_unique<InstanceService>(ic, profiles, cluster.serve)));
   }
   return links;
+}
+
+// Session state shared through `store` (none: in this process), with the
+// leases the router installs (the full router's tau; baselines install none).
+std::unique_ptr<SharedSessions> MakeShared(std::unique_ptr<SessionStore> store, const RouterOptions& o,
+                                           std::size_t threads) {
+  return std::make_unique<SharedSessions>(std::move(store), o.policy == RouterPolicy::kFull ? o.lease_tau_s : 0,
+                                          o.session_table_idle_s, threads);
 }
 
 // The decisions metric's outcomes: an index into Gateway::decisions_ and
@@ -125,13 +131,11 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
       catalog_(cluster.instances, profiles),
       links_(std::move(links)),
       heartbeat_s_(cluster.heartbeat_s),
-      shared_(std::make_unique<SharedSessions>(
-          cluster.serve.state.empty()
-              ? nullptr
-              : MakeSessionStore(cluster.serve.state, cluster.serve.state_timeout_s, cluster.serve.time_scale,
-                                 "--state / [serve] state"),
-          cluster.router.policy == RouterPolicy::kFull ? cluster.router.lease_tau_s : 0,
-          cluster.router.session_table_idle_s)),
+      shared_(MakeShared(cluster.serve.state.empty()
+                             ? nullptr
+                             : MakeSessionStore(cluster.serve.state, cluster.serve.state_timeout_s,
+                                                cluster.serve.time_scale, "--state / [serve] state"),
+                         cluster.router, SharedSessions::kDefaultThreads)),
       control_(cluster, profiles),
       sessions_(100'000, serve_.session_idle_s, [this](Duration sct) { metrics_.session_s.Observe(ToSeconds(sct)); }),
       last_(cluster.instances.size()),
@@ -140,6 +144,7 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
   if (cluster.instances.empty()) throw InputError(cluster.source, "no instances to serve");
   TALARIA_CHECK(links_.size() == cluster.instances.size(), "one link per instance");
   for (std::size_t i = 0; i < cluster.instances.size(); ++i) {
+    instance_index_.emplace(cluster.instances[i].name, static_cast<std::int32_t>(i));
     for (const auto& model : cluster.instances[i].models) {
       lease_pairs_.push_back(LeaseCount{cluster.instances[i].name, model, 0});
       lease_pair_instance_.push_back(static_cast<std::int32_t>(i));
@@ -148,16 +153,7 @@ Gateway::Gateway(const ClusterConfig& cluster, const ProfileSet& profiles,
 }
 
 void Gateway::UseSessionStore(std::unique_ptr<SessionStore> store, std::size_t threads) {
-  const RouterOptions& o = control_.router().options();
-  shared_ = std::make_unique<SharedSessions>(std::move(store), o.policy == RouterPolicy::kFull ? o.lease_tau_s : 0,
-                                             o.session_table_idle_s, threads);
-}
-
-std::int32_t Gateway::InstanceIndex(const std::string& name) const {
-  for (std::size_t i = 0; i < links_.size(); ++i) {
-    if (links_[i]->name() == name) return static_cast<std::int32_t>(i);
-  }
-  return -1;
+  shared_ = MakeShared(std::move(store), control_.router().options(), threads);
 }
 
 void Gateway::RefreshShared() {
@@ -178,18 +174,16 @@ void Gateway::ScheduleRefresh(TimePoint at) {
   });
 }
 
-void Gateway::AdoptLocked(Call& call, const SessionRecord& record, TimePoint now) {
-  const std::int32_t instance = InstanceIndex(record.instance);
-  if (instance < 0) return;  // another configuration's instance: local state only
-  const std::vector<std::int32_t>& prompt = call.link->prompt;
+void Gateway::AdoptLocked(Call& call, const SessionRecord& record, bool proves_context, TimePoint now) {
+  const auto known = instance_index_.find(record.instance);
+  if (known == instance_index_.end()) return;  // another configuration's instance: local state only
+  const std::int32_t instance = known->second;
   SessionContexts::Match& m = call.match;
   m.continuation = true;
-  // The record proves a prefix when the prompt starts with the whole
-  // previous context (the agent case); a longer local match still wins.
-  const auto n = record.context_tokens;
-  if (n > m.prefix_tokens && n <= static_cast<std::int64_t>(prompt.size()) &&
-      XXH3_64bits(prompt.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t)) == record.context_hash) {
-    m.prefix_tokens = n;
+  // The record's whole previous context starts the prompt (the agent
+  // case): that prefix is reusable, unless the local match is longer.
+  if (proves_context && record.context_tokens > m.prefix_tokens) {
+    m.prefix_tokens = record.context_tokens;
     m.full_reuse = true;
   }
   SharedSession s;
@@ -358,10 +352,15 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   // off this thread), then the placement.
   const std::int64_t id = call->id;
   shared_->TakeAsync(link->scoped_session, [this, call](std::optional<SessionRecord> record) {
+    // The fingerprint check hashes up to the whole prompt: before the lock.
+    const std::vector<std::int32_t>& prompt = call->link->prompt;
+    const bool proves = record && record->context_tokens <= static_cast<std::int64_t>(prompt.size()) &&
+                        ContextFingerprint(std::span(prompt).first(static_cast<std::size_t>(
+                            std::max<std::int64_t>(0, record->context_tokens)))) == record->context_hash;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (taking_.erase(call->id) == 0) return;  // cancelled, or answered by Stop()
-      if (record) AdoptLocked(*call, *record, Now());
+      if (record) AdoptLocked(*call, *record, proves, Now());
     }
     Place(call, /*retry=*/false);
   });
@@ -468,7 +467,7 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
       record.model = c.model;
       record.kv_tokens = static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens;
       record.context_tokens = static_cast<std::int64_t>(context.size());
-      record.context_hash = XXH3_64bits(context.data(), context.size() * sizeof(std::int32_t));
+      record.context_hash = ContextFingerprint(context);
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (share) record.instance = links_[static_cast<std::size_t>(call->instance)]->name();

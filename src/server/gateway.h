@@ -127,10 +127,9 @@ class Gateway final : public CompletionService {
   void RefreshShared();
   void ScheduleRefresh(TimePoint at);
   // A session's shared record, read before its call is first routed: the
-  // reusable prefix it proves and the router's entry and lease (the lock held).
-  void AdoptLocked(Call& call, const SessionRecord& record, TimePoint now);
-  // The instance index of a name, or -1.
-  std::int32_t InstanceIndex(const std::string& name) const;
+  // reusable prefix it proves (`proves_context`: the prompt starts with the
+  // record's previous context) and the router's entry and lease (the lock held).
+  void AdoptLocked(Call& call, const SessionRecord& record, bool proves_context, TimePoint now);
   // Routes the call and hands it to a link, or makes it wait (the timer
   // routes it again), or answers it with the error; false when no instance
   // took it and it does not wait. `retry`: a re-placement after an
@@ -154,6 +153,7 @@ class Gateway final : public CompletionService {
   ModelCatalog catalog_;
   std::vector<std::unique_ptr<InstanceLink>> links_;
   double heartbeat_s_;
+  std::unordered_map<std::string, std::int32_t> instance_index_;  // instance name -> index
   std::unique_ptr<SharedSessions> shared_;  // never null; without a store it does nothing
   std::vector<LeaseCount> lease_pairs_;     // every (instance, model) served, for the counts
   std::vector<std::int32_t> lease_pair_instance_;  // index-aligned: the instance of each pair

@@ -65,6 +65,10 @@ std::string SessionHash(std::string_view session) {
   return out;
 }
 
+// A session's keys from its hash (SessionHash): the hash tag is the hash.
+std::string SessionKeyOf(const std::string& hash) { return "talaria:s:{" + hash + "}"; }
+std::string LeaseKeyOf(const std::string& hash) { return "talaria:l:{" + hash + "}"; }
+
 timeval ToTimeval(double seconds) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(seconds);
@@ -200,10 +204,8 @@ std::string RedisSessionStore::Describe() const {
   return "redis://" + address_.host + ":" + std::to_string(address_.port) + "/" + std::to_string(address_.db);
 }
 
-std::string RedisSessionStore::SessionKey(std::string_view session) {
-  return "talaria:s:{" + SessionHash(session) + "}";
-}
-std::string RedisSessionStore::LeaseKey(std::string_view session) { return "talaria:l:{" + SessionHash(session) + "}"; }
+std::string RedisSessionStore::SessionKey(std::string_view session) { return SessionKeyOf(SessionHash(session)); }
+std::string RedisSessionStore::LeaseKey(std::string_view session) { return LeaseKeyOf(SessionHash(session)); }
 std::string RedisSessionStore::LeaseSetKey(std::string_view instance, std::string_view model) {
   return "talaria:ll:{" + std::string(instance) + "}:" + std::string(model);
 }
@@ -288,9 +290,12 @@ SessionStore::Status RedisSessionStore::Run(std::span<StoreOp> ops) {
   auto c = Borrow();
   if (!c) return Failed();
   // Every operation's commands first (one write), then every answer.
+  std::vector<std::string> hashes;  // each session's, once: its keys and its lease-set member
+  hashes.reserve(ops.size());
   for (const StoreOp& op : ops) {
-    const std::string skey = SessionKey(op.session);
-    const std::string lkey = LeaseKey(op.session);
+    const std::string& hash = hashes.emplace_back(SessionHash(op.session));
+    const std::string skey = SessionKeyOf(hash);
+    const std::string lkey = LeaseKeyOf(hash);
     const SessionRecord& rec = op.record;
     switch (op.kind) {
       case StoreOp::Kind::kTake:
@@ -308,13 +313,13 @@ SessionStore::Status RedisSessionStore::Run(std::span<StoreOp> ops) {
                    lease, keep, age});
         if (lease_ms > 0) {
           c->Append({"EVALSHA", c->sha[kLeaseAdd], "1", LeaseSetKey(rec.instance, rec.model),
-                     SessionHash(op.session), lease});
+                     hash, lease});
         }
         break;
       }
       case StoreOp::Kind::kEnd:
         c->Append({"DEL", skey, lkey});
-        c->Append({"ZREM", LeaseSetKey(rec.instance, rec.model), SessionHash(op.session)});
+        c->Append({"ZREM", LeaseSetKey(rec.instance, rec.model), hash});
         break;
     }
   }
@@ -329,9 +334,10 @@ SessionStore::Status RedisSessionStore::Run(std::span<StoreOp> ops) {
   // Taken leases leave their pairs' counts; those answers are read (and
   // dropped) before this connection's next ones.
   int released = 0;
-  for (const StoreOp& op : ops) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const StoreOp& op = ops[i];
     if (op.kind != StoreOp::Kind::kTake || !op.found || !op.record.lease) continue;
-    c->Append({"ZREM", LeaseSetKey(op.record.instance, op.record.model), SessionHash(op.session)});
+    c->Append({"ZREM", LeaseSetKey(op.record.instance, op.record.model), hashes[i]});
     ++released;
   }
   if (released > 0) {

@@ -1,6 +1,12 @@
 #include "server/session_store.h"
 
+#include <xxhash.h>
+
 namespace talaria {
+
+std::uint64_t ContextFingerprint(std::span<const std::int32_t> tokens) {
+  return XXH3_64bits(tokens.data(), tokens.size_bytes());
+}
 
 SessionStore::Status SessionStore::Take(std::string_view session, std::optional<SessionRecord>& out) {
   StoreOp op;

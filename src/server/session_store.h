@@ -42,6 +42,10 @@ struct SessionRecord {
   double lease_left_s = 0;
 };
 
+// SessionRecord::context_hash of a context of token ids (XXH3-64 of their
+// bytes): what a replica compares with the same many leading prompt tokens.
+std::uint64_t ContextFingerprint(std::span<const std::int32_t> tokens);
+
 // One operation of a batch (SessionStore::Run).
 struct StoreOp {
   enum class Kind : std::uint8_t {

@@ -18,7 +18,7 @@ SharedSessions::SharedSessions(std::unique_ptr<SessionStore> store, double lease
       lease_tau_s_(lease_tau_s),
       keep_s_(keep_s),
       max_pending_(max_pending),
-      take_s_({5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2, 0.1}) {
+      batch_s_({5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2, 0.1}) {
   if (!store_) return;
   for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
 }
@@ -154,7 +154,7 @@ void SharedSessions::Execute(std::vector<Task>& batch) {
     for (auto& t : batch) ops.push_back(std::move(t.op));
     const auto start = std::chrono::steady_clock::now();
     answered = store_->Run(ops) == SessionStore::Status::kOk;
-    take_s_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    batch_s_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     for (std::size_t i = 0; i < batch.size(); ++i) batch[i].op = std::move(ops[i]);
     for (auto& t : batch) Count(OpOf(t.op), answered ? kOk : kFailed);
     if (!answered) {
@@ -248,7 +248,7 @@ void SharedSessions::RenderMetrics(std::string& out) const {
              "\"} " + std::to_string(ops_[op][r].load(std::memory_order_relaxed)) + "\n";
     }
   }
-  take_s_.Render(out, "talaria_state_batch_seconds",
+  batch_s_.Render(out, "talaria_state_batch_seconds",
                  "wall time of one pipelined batch of store operations (one round trip; a routed call waits for "
                  "one before it is placed and one before it is answered)");
   FamilyHeader(out, "talaria_state_leases_taken_total", "counter",

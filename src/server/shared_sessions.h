@@ -44,7 +44,9 @@ class SharedSessions {
  public:
   // `lease_tau_s`: the lease a completion installs (0: none); `keep_s`: how
   // long a record outlives its session's last completion. Gateway seconds.
-  SharedSessions(std::unique_ptr<SessionStore> store, double lease_tau_s, double keep_s, std::size_t threads = 2,
+  static constexpr std::size_t kDefaultThreads = 2;
+  SharedSessions(std::unique_ptr<SessionStore> store, double lease_tau_s, double keep_s,
+                 std::size_t threads = kDefaultThreads,
                  std::size_t max_pending = 100'000);
   ~SharedSessions();
   SharedSessions(const SharedSessions&) = delete;
@@ -116,7 +118,7 @@ class SharedSessions {
   std::atomic<std::uint64_t> leases_taken_{0};
   std::atomic<std::uint64_t> resynced_{0};
   std::atomic<std::uint64_t> pending_dropped_{0};
-  Histogram take_s_;
+  Histogram batch_s_;  // wall seconds of one batch's round trip
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;

@@ -23,19 +23,9 @@ class GatewayFailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     profiles_.Add(testing::TinyProfile("m"));
-    ClusterConfig c;
-    c.source = "test";
-    c.instances.push_back(testing::TinyInstance("i0", {"m"}));
-    c.instances.push_back(testing::TinyInstance("i1", {"m"}));
-    c.heartbeat_s = 1;
+    ClusterConfig c = testing::TwoTinyInstances();
     c.router.stale_after_s = 1.5;
-    std::vector<std::unique_ptr<InstanceLink>> links;
-    for (int i = 0; i < 2; ++i) {
-      auto link = std::make_unique<ScriptedLink>(c.instances[static_cast<std::size_t>(i)], profiles_);
-      links_[i] = link.get();
-      links.push_back(std::move(link));
-    }
-    gateway_ = std::make_unique<Gateway>(c, profiles_, std::move(links), clock_, timer_);
+    gateway_ = std::make_unique<Gateway>(c, profiles_, testing::ScriptedLinks(c, profiles_, links_), clock_, timer_);
     gateway_->Start();
   }
 

@@ -27,21 +27,12 @@ class GatewayReplicasTest : public ::testing::Test {
  protected:
   void SetUp() override {
     profiles_.Add(testing::TinyProfile("m"));
-    ClusterConfig c;
-    c.source = "test";
-    c.instances.push_back(testing::TinyInstance("i0", {"m"}));
-    c.instances.push_back(testing::TinyInstance("i1", {"m"}));
-    c.heartbeat_s = 1;
+    ClusterConfig c = testing::TwoTinyInstances();
     c.router.stale_after_s = 100;
     c.router.lease_tau_s = 2;
     for (int g = 0; g < 2; ++g) {
-      std::vector<std::unique_ptr<InstanceLink>> links;
-      for (int i = 0; i < 2; ++i) {
-        auto link = std::make_unique<ScriptedLink>(c.instances[static_cast<std::size_t>(i)], profiles_);
-        links_[g][i] = link.get();
-        links.push_back(std::move(link));
-      }
-      gateways_[g] = std::make_unique<Gateway>(c, profiles_, std::move(links), clock_, timer_);
+      gateways_[g] =
+          std::make_unique<Gateway>(c, profiles_, testing::ScriptedLinks(c, profiles_, links_[g]), clock_, timer_);
       auto store = std::make_unique<SharedView>(store_);
       gateways_[g]->UseSessionStore(std::move(store));
       gateways_[g]->Start();

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "config/cluster_config.h"
 #include "instance/instance.h"
+#include "instance/test_profiles.h"
 #include "server/instance_link.h"
 #include "server/openai_api.h"
 
@@ -62,5 +64,29 @@ class ScriptedLink final : public InstanceLink {
  private:
   Instance instance_;
 };
+
+// Two instances "i0" and "i1" serving the tiny model "m", heartbeats every
+// emulated second (the scripted-link tests' cluster; they set the rest).
+inline ClusterConfig TwoTinyInstances() {
+  ClusterConfig c;
+  c.source = "test";
+  c.instances.push_back(TinyInstance("i0", {"m"}));
+  c.instances.push_back(TinyInstance("i1", {"m"}));
+  c.heartbeat_s = 1;
+  return c;
+}
+
+// A scripted link per instance of `c`, index-aligned; `out` gets a pointer
+// to each (they live as long as the gateway that takes them).
+inline std::vector<std::unique_ptr<InstanceLink>> ScriptedLinks(const ClusterConfig& c, const ProfileSet& profiles,
+                                                                 ScriptedLink** out) {
+  std::vector<std::unique_ptr<InstanceLink>> links;
+  for (std::size_t i = 0; i < c.instances.size(); ++i) {
+    auto link = std::make_unique<ScriptedLink>(c.instances[i], profiles);
+    out[i] = link.get();
+    links.push_back(std::move(link));
+  }
+  return links;
+}
 
 }  // namespace talaria::testing
