@@ -22,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libspdlog-dev libfmt-dev libxxhash-dev libhiredis-dev libboost-dev libopenblas-dev libabsl-dev
+  libjs-chart.js
   curl
 )
 

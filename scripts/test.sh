@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (packages, Release build, Node.js and the
-# openai npm package for the end-to-end tests, promtool, redis-server and
-# nginx) and runs every test: the
+# openai and playwright-core npm packages for the end-to-end tests, promtool,
+# redis-server, nginx and Chromium) and runs every test: the
 # Release tree, then the same tests under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build type Sanitize, in build-sanitize/).
 # Usage: scripts/test.sh [--no-sanitize]
@@ -20,14 +20,16 @@ done
 jobs=$(nproc)
 scripts/setup.sh
 # What only the tests use: Node.js and npm (the end-to-end clients, with
-# the openai npm package), Prometheus' promtool (the metrics lint), and
-# redis-server and nginx (the gateway-replica deployment test).
+# the openai and playwright-core npm packages), Prometheus' promtool (the
+# metrics lint), redis-server and nginx (the gateway-replica deployment
+# test), and Chromium (the dashboard and report in a real browser).
 test_packages=()
 command -v node > /dev/null || test_packages+=(nodejs)
 command -v npm > /dev/null || test_packages+=(npm)
 command -v promtool > /dev/null || test_packages+=(prometheus)
 command -v redis-server > /dev/null || test_packages+=(redis-server)
 command -v nginx > /dev/null || [[ -x /usr/sbin/nginx ]] || test_packages+=(nginx)
+[[ -x /usr/bin/chromium ]] || test_packages+=(chromium)
 if [[ ${#test_packages[@]} -gt 0 ]]; then
   sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)

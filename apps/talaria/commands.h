@@ -10,5 +10,6 @@ void AddTraceCommand(CLI::App& app);
 void AddProfileCommand(CLI::App& app);
 void AddReplayCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
+void AddReportCommand(CLI::App& app);
 
 }  // namespace talaria::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   talaria::cli::AddProfileCommand(app);
   talaria::cli::AddReplayCommand(app);
   talaria::cli::AddServeCommand(app);
+  talaria::cli::AddReportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

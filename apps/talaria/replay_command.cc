@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "config/cluster_config.h"
+#include "report/report.h"
 #include "server/http_replay.h"
 #include "sim/replay.h"
 #include "trace/trace.h"
@@ -36,6 +37,7 @@ struct ReplayArgs {
   bool echo_output = false;
   double time_scale = 1.0;
   std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
+  std::string report;  // write an HTML report here (talaria report) after the runs
 };
 
 std::vector<std::string> SplitList(const std::string& spec) {
@@ -106,6 +108,22 @@ void PrintRow(const ReplayResult& r) {
               static_cast<long long>(r.counters.host_capacity_misses));
 }
 
+// The summary {"runs": [...]} to --json, and the HTML report to --report.
+void WriteSummary(const ReplayArgs& a, const nlohmann::ordered_json& out) {
+  if (!a.json_path.empty()) {
+    std::ofstream f(a.json_path);
+    if (!f) throw InputError(a.json_path, "cannot write the JSON summary");
+    f << out.dump(2) << '\n';
+  }
+  if (!a.report.empty()) {
+    ReportOptions report;
+    report.loaded.push_back(ReportSummary{a.json_path.empty() ? "this replay" : a.json_path, nlohmann::json(out)});
+    report.records_dir = a.records_dir;
+    WriteReport(report, a.report);
+    if (!a.quiet) std::fprintf(stderr, "talaria replay: wrote the report %s\n", a.report.c_str());
+  }
+}
+
 void RunHttpReplay(const ReplayArgs& a) {
   const Trace trace = ReadTraceFile(a.trace);
   HttpReplayOptions o;
@@ -126,16 +144,12 @@ void RunHttpReplay(const ReplayArgs& a) {
                 pct(r.sct_s, 50), pct(r.sct_s, 95), pct(r.ttft_s, 50), pct(r.ttft_s, 95),
                 pct(r.returning_ttft_s, 50), pct(r.returning_ttft_s, 95), static_cast<long long>(r.rejected));
   }
-  if (!a.json_path.empty()) {
-    nlohmann::ordered_json out;
-    out["target"] = a.target;
-    out["trace"] = a.trace;
-    out["gap_cap_s"] = a.gap_cap_s;
-    out["runs"] = nlohmann::ordered_json::array({r.ToJson()});
-    std::ofstream f(a.json_path);
-    if (!f) throw InputError(a.json_path, "cannot write the JSON summary");
-    f << out.dump(2) << '\n';
-  }
+  nlohmann::ordered_json out;
+  out["target"] = a.target;
+  out["trace"] = a.trace;
+  out["gap_cap_s"] = a.gap_cap_s;
+  out["runs"] = nlohmann::ordered_json::array({r.ToJson()});
+  WriteSummary(a, out);
 }
 
 void RunReplayCommand(const ReplayArgs& a) {
@@ -226,21 +240,19 @@ void RunReplayCommand(const ReplayArgs& a) {
           r.load = load;
           progress.Finish();
           if (!a.quiet) routing ? PrintRoutingRow(r) : PrintRow(r);
-          runs.push_back(r.ToJson());
+          nlohmann::ordered_json run = r.ToJson();
+          run["label"] = label;  // its records are under RECORDS/<label>/
+          runs.push_back(std::move(run));
         }
       }
     }
   }
-  if (!a.json_path.empty()) {
-    nlohmann::ordered_json out;
-    out["cluster"] = a.cluster;
-    out["trace"] = a.trace;
-    out["gap_cap_s"] = a.gap_cap_s;
-    out["runs"] = runs;
-    std::ofstream f(a.json_path);
-    if (!f) throw InputError(a.json_path, "cannot write the JSON summary");
-    f << out.dump(2) << '\n';
-  }
+  nlohmann::ordered_json out;
+  out["cluster"] = a.cluster;
+  out["trace"] = a.trace;
+  out["gap_cap_s"] = a.gap_cap_s;
+  out["runs"] = runs;
+  WriteSummary(a, out);
 }
 
 }  // namespace
@@ -286,6 +298,9 @@ void AddReplayCommand(CLI::App& app) {
   cmd->add_option("--time-scale", args->time_scale,
                   "with --target: the server's emulated seconds per wall second")
       ->capture_default_str();
+  cmd->add_option("--report", args->report,
+                  "also write the HTML report of these runs (talaria report) to FILE; with --records, its Gantt "
+                  "and memory plots too");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
   cmd->callback([args] { RunReplayCommand(*args); });
 }

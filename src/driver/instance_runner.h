@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "driver/slot_timeline.h"
 #include "engine/engine.h"
 #include "instance/instance.h"
 
@@ -75,17 +76,31 @@ class InstanceRunner {
 
   // The next step from `now` (Instance::Plan; `horizon` bounds decode
   // batches). kIdle: nothing to run until an arrival or step.wake_at.
-  const Instance::Step& Plan(TimePoint now, TimePoint horizon) { return instance_.Plan(now, horizon); }
+  const Instance::Step& Plan(TimePoint now, TimePoint horizon) {
+    const Instance::Step& step = instance_.Plan(now, horizon);
+    if (timeline_ != nullptr) timeline_->OnPlan(step, now, instance_);
+    return step;
+  }
   // Runs the planned step on the engine and returns how long it takes; a
   // switch's phases are kept for the commit.
   // REQUIRES: a planned step that is not kIdle.
   Duration Execute();
   // The step ended at `end`: commits it (with the switch phases Execute
   // measured), buffering its events for Deliver.
-  void Commit(TimePoint end) { instance_.Commit(end, timing_, buffer_); }
+  void Commit(TimePoint end) {
+    instance_.Commit(end, timing_, buffer_);
+    if (timeline_ != nullptr) timeline_->OnCommit(instance_.step_in_flight(), instance_.step_started(), end, instance_);
+  }
   // Commits the first `first` iterations of the decode step in flight as
   // ending at `first_end` (Instance::SplitDecode), buffering events.
-  void SplitDecode(TimePoint first_end, std::int32_t first) { instance_.SplitDecode(first_end, first, buffer_); }
+  void SplitDecode(TimePoint first_end, std::int32_t first) {
+    const TimePoint start = instance_.step_started();
+    instance_.SplitDecode(first_end, first, buffer_);
+    if (timeline_ != nullptr) timeline_->OnCommit(instance_.step_in_flight(), start, first_end, instance_);
+  }
+  // Reports every Plan and Commit to `timeline` from now on (null: none).
+  // It must outlive the runner or be detached first.
+  void SetTimeline(SlotTimeline* timeline) { timeline_ = timeline; }
   // Ends the round in progress so its record is buffered (Instance::Flush).
   void Flush() { instance_.Flush(buffer_); }
   // Hands the buffered events to `to` (see the header comment).
@@ -96,6 +111,7 @@ class InstanceRunner {
   Engine& engine_;
   SwitchTiming timing_;
   InstanceEventBuffer buffer_;
+  SlotTimeline* timeline_ = nullptr;
 };
 
 }  // namespace talaria

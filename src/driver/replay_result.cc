@@ -67,6 +67,17 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["gateway_wait_p95_s"] = pct(gateway_wait_s, 95);
   j["gateway_wait_max_s"] = gateway_wait_s.empty() ? 0.0 : gateway_wait_s.Percentile(100);
   j["last_resort_placements"] = last_resort_placements;
+  // The distributions behind the percentiles (talaria report plots them):
+  // the 0th, 1st, ..., 100th percentile; empty when there are no samples.
+  const auto quantiles = [](const Sample& s) {
+    nlohmann::ordered_json q = nlohmann::ordered_json::array();
+    if (!s.empty()) {
+      for (int p = 0; p <= 100; ++p) q.push_back(s.Percentile(p));
+    }
+    return q;
+  };
+  j["sct_quantiles_s"] = quantiles(sct_s);
+  j["ttft_quantiles_s"] = quantiles(ttft_s);
   return j;
 }
 

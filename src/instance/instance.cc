@@ -141,6 +141,17 @@ std::int64_t Instance::hbm_cap_bytes() const {
   return models_.front()->profile->HbmBytesPerRank();
 }
 
+std::string_view Instance::active_model() const {
+  return active_ < 0 ? std::string_view() : std::string_view(models_[static_cast<std::size_t>(active_)]->profile->name);
+}
+
+MemoryOccupancy Instance::Occupancy() const {
+  const auto block = pool_.block_bytes();
+  return MemoryOccupancy{static_cast<std::int64_t>(pool_.total_blocks() - pool_.free_blocks()) * block,
+                         static_cast<std::int64_t>(pool_.total_blocks()) * block, hkvr_.used_bytes(),
+                         hkvr_.capacity_bytes()};
+}
+
 void Instance::Enqueue(CallRequest call, TimePoint now) {
   const std::int32_t index = ModelIndex(call.model);
   TALARIA_CHECK(index >= 0, "call for a model this instance does not host");

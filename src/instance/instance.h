@@ -28,6 +28,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -138,6 +139,15 @@ class InstanceEvents {
   virtual void OnFinished(const CallRecord& record) = 0;
   virtual void OnSwitch(const SwitchRecord& record) = 0;
   virtual void OnRound(const RoundRecord& record) = 0;
+};
+
+// Memory in use at one moment, per rank: the KV pool (HBM) and the host
+// KV registry (HKVR).
+struct MemoryOccupancy {
+  std::int64_t kv_used_bytes = 0;
+  std::int64_t kv_total_bytes = 0;
+  std::int64_t host_kv_used_bytes = 0;
+  std::int64_t host_kv_capacity_bytes = 0;
 };
 
 struct InstanceCounters {
@@ -258,6 +268,11 @@ class Instance {
   // the registry. Zero unless the drop bookkeeping is wrong.
   std::int32_t StaleHostPrefixes(TimePoint now) const;
   std::int64_t hbm_cap_bytes() const;
+  // The model whose slot holds the GPUs ("" before the first warm-up); a
+  // view of its profile's name.
+  std::string_view active_model() const;
+  // The KV pool's and the host registry's occupancy now (O(1)).
+  MemoryOccupancy Occupancy() const;
   // The memory substrate an engine with real memory works on.
   Substrate substrate() const { return Substrate{&layout_, &pool_, &stager_, config_.block_tokens}; }
   // Ends the round in progress (if any) so its record is reported.

@@ -67,6 +67,8 @@ class ClusterView {
   std::int32_t size() const { return static_cast<std::int32_t>(instances_.size()); }
   // The catalogue id of a model (assigned on first sight).
   std::int32_t ModelId(std::string_view name);
+  // The name of catalogue id `model`.
+  const std::string& ModelName(std::int32_t model) const { return model_names_[static_cast<std::size_t>(model)]; }
   const std::vector<Candidate>& Candidates(std::int32_t model) const {
     return by_model_[static_cast<std::size_t>(model)];
   }

@@ -43,6 +43,11 @@ class LeaseBook {
   // Leases installed and not yet consumed, discarded or swept as expired
   // (expiry is swept at each routing decision).
   std::size_t live() const { return owner_.size(); }
+  // Calls `visit(session_id)` for each live lease's session, in no order.
+  template <typename Visit>
+  void ForEachOwner(Visit&& visit) const {
+    for (const auto& [id, session] : owner_) visit(std::string_view(session));
+  }
 
  private:
   ClusterView& view_;

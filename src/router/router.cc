@@ -154,6 +154,17 @@ void Router::SetSharedLeases(std::int32_t instance, std::string_view model_name,
   shared = others;
 }
 
+std::vector<Router::LeaseView> Router::LiveLeases(TimePoint now) const {
+  std::vector<LeaseView> out;
+  impl_->leases.ForEachOwner([&](std::string_view session) {
+    const SessionEntry* e = impl_->sessions.Find(session);
+    if (e == nullptr || e->lease.id == 0 || e->lease.expires <= now) return;
+    out.push_back(LeaseView{session, e->lease.instance, impl_->view.ModelName(e->lease.model),
+                            ToSeconds(e->lease.expires - now)});
+  });
+  return out;
+}
+
 std::int32_t Router::LeaseOf(std::string_view session_id, TimePoint now) const {
   const SessionEntry* e = impl_->sessions.Find(session_id);
   if (e == nullptr || e->lease.id == 0 || e->lease.expires <= now) return -1;

@@ -176,6 +176,16 @@ class Router {
   std::size_t live_leases() const;
   // The last health check's result (healthy until told otherwise).
   bool Healthy(std::int32_t instance) const;
+  // A live lease as an operator sees it (the dashboard, GET /v1/telemetry).
+  struct LeaseView {
+    std::string_view session_id;
+    std::int32_t instance;
+    std::string_view model;
+    double remaining_s;
+  };
+  // Every lease live at `now` (not yet swept ones that expired are left
+  // out), in no order. Cost: one table lookup per live lease.
+  std::vector<LeaseView> LiveLeases(TimePoint now) const;
   // The instance a session's live lease points at, or -1 (for tests).
   std::int32_t LeaseOf(std::string_view session_id, TimePoint now) const;
 

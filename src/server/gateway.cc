@@ -286,6 +286,20 @@ nlohmann::json Gateway::Telemetry() {
     t["healthy"] = control_.healthy(static_cast<std::int32_t>(i));
     instances.push_back(std::move(t));
   }
+  // Live leases by (scoped) session id, filtered per key like "sessions".
+  const TimePoint now = Now();
+  nlohmann::json leases = nlohmann::json::object();
+  for (const Router::LeaseView& l : control_.router().LiveLeases(now)) {
+    leases[std::string(l.session_id)] = {{"instance", links_[static_cast<std::size_t>(l.instance)]->name()},
+                                         {"model", l.model},
+                                         {"remaining_s", l.remaining_s}};
+  }
+  return nlohmann::json{{"now_s", ToSeconds(now)}, {"instances", std::move(instances)}, {"leases", std::move(leases)}};
+}
+
+nlohmann::json Gateway::Timeline(const std::vector<std::uint64_t>& after) {
+  nlohmann::json instances = nlohmann::json::array();
+  for (std::size_t i = 0; i < links_.size(); ++i) instances.push_back(links_[i]->Timeline(i < after.size() ? after[i] : 0));
   return nlohmann::json{{"instances", std::move(instances)}};
 }
 

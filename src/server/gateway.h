@@ -88,6 +88,8 @@ class Gateway final : public CompletionService {
   // {"instances": [...]}: each instance's latest snapshot as the router
   // read it, plus "healthy" (whether its last heartbeat was answered).
   nlohmann::json Telemetry() override;
+  nlohmann::json Timeline(const std::vector<std::uint64_t>& after) override;
+  std::size_t TimelineInstances() const override { return links_.size(); }
   bool RequiresApiKey() const override { return !serve_.api_keys.empty(); }
   bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(accepted_keys_, key); }
   bool IsOperator(const std::string& key) const override {

@@ -2,6 +2,19 @@
 
 namespace talaria::http_front {
 
+Response CompletionResponse(const Request& req, const AnswerHead& head, const std::string& text, const Event& done) {
+  return TextResponse(req, boost::beast::http::status::ok, CompletionBody(head, text, done.finish_reason, done.usage));
+}
+
+std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta) {
+  switch (e.kind) {
+    case Event::Kind::kDelta: return StreamDelta(head, e.text, first_delta);
+    case Event::Kind::kDone: return StreamFinal(head, e.finish_reason, e.usage);
+    case Event::Kind::kError: return StreamError(e.error);
+  }
+  return {};
+}
+
 net::awaitable<std::optional<Event>> NextEvent(CallChannel& channel, std::chrono::steady_clock::time_point deadline) {
   while (channel.events.empty()) {
     if (std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;

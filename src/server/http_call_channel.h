@@ -15,7 +15,9 @@
 #include <optional>
 #include <string>
 
+#include "server/http_responses.h"
 #include "server/openai_api.h"
+#include "server/openai_encode.h"
 #include "server/service.h"
 
 namespace talaria::http_front {
@@ -30,6 +32,13 @@ struct Event {
   std::string finish_reason;
   ApiError error;
 };
+
+// A finished call's whole answer (not streaming), as JSON.
+http_front::Response CompletionResponse(const Request& req, const AnswerHead& head, const std::string& text,
+                                        const Event& done);
+// One server-sent event of a stream: a delta, the final chunk with usage,
+// or an error.
+std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta);
 
 struct CallChannel {
   explicit CallChannel(net::any_io_executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "server/openai_encode.h"
+#include "web/web_assets.h"
 
 namespace talaria::http_front {
 
@@ -54,6 +55,25 @@ Response MetricsResponse(const Request& req, std::string text) {
 Response AdminResponse(const Request& req, const std::variant<json, ApiError>& result) {
   if (const auto* e = std::get_if<ApiError>(&result)) return ErrorResponse(req, *e);
   return JsonResponse(req, http::status::ok, std::get<json>(result));
+}
+
+Response DashboardAssetResponse(const Request& req, DashboardAsset asset) {
+  const bool page = asset == DashboardAsset::kPage;
+  Response res{http::status::ok, req.version()};
+  res.set(http::field::content_type, page ? "text/html; charset=utf-8" : "text/javascript; charset=utf-8");
+  res.set(http::field::server, "talaria");
+  res.set(http::field::cache_control, page ? "no-cache" : "max-age=3600");
+  res.set("X-Content-Type-Options", "nosniff");
+  if (page) {
+    res.set("Content-Security-Policy",
+            "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+            "img-src 'self' data:; frame-ancestors 'none'");
+  }
+  res.keep_alive(req.keep_alive());
+  const std::string_view body = page ? web::DashboardHtml() : web::ChartJs();
+  res.body().assign(body.data(), body.size());
+  res.prepare_payload();
+  return res;
 }
 
 ApiError MakeError(int status, std::string type, std::string code, std::string message) {
@@ -119,16 +139,17 @@ bool ParseAdminPath(const std::string& path, std::string& model, std::string& ac
 }
 
 void ScopeSessions(json& telemetry, const std::string& scope) {
-  auto keep_own = [&](json& t) {
-    auto s = t.find("sessions");
+  auto keep_own = [&](json& t, const char* field) {
+    auto s = t.find(field);
     if (s == t.end() || !s->is_object()) return;
     for (auto it = s->begin(); it != s->end();) {
       it = it.key().rfind(scope, 0) == 0 ? std::next(it) : s->erase(it);
     }
   };
-  keep_own(telemetry);
+  keep_own(telemetry, "sessions");
+  keep_own(telemetry, "leases");
   if (auto list = telemetry.find("instances"); list != telemetry.end() && list->is_array()) {
-    for (json& t : *list) keep_own(t);
+    for (json& t : *list) keep_own(t, "sessions");
   }
 }
 

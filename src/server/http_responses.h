@@ -28,6 +28,11 @@ Response HealthResponse(const Request& req);
 Response ModelsResponse(const Request& req, const std::vector<std::string>& models);
 Response MetricsResponse(const Request& req, std::string text);
 Response AdminResponse(const Request& req, const std::variant<nlohmann::json, ApiError>& result);
+// GET /dashboard (the page) and /dashboard/chart.js, built into the binary;
+// the page may load only its own origin's script and data (a strict
+// Content-Security-Policy).
+enum class DashboardAsset { kPage, kChartJs };
+Response DashboardAssetResponse(const Request& req, DashboardAsset asset);
 
 ApiError MakeError(int status, std::string type, std::string code, std::string message);
 ApiError NotFound(const std::string& path);
@@ -51,7 +56,8 @@ bool ParseAdminPath(const std::string& path, std::string& model, std::string& ac
 
 // A tenant's view of telemetry: only the sessions whose scoped ids start
 // with `scope` (the instance's own snapshot, or each instance's in the
-// gateway's list).
+// gateway's list), and only those sessions' live leases (the gateway's
+// "leases").
 void ScopeSessions(nlohmann::json& telemetry, const std::string& scope);
 
 }  // namespace talaria::http_front

@@ -24,6 +24,7 @@
 #include "server/http_call_channel.h"
 #include "server/http_responses.h"
 #include "server/openai_encode.h"
+#include "server/timeline_json.h"
 
 namespace talaria {
 namespace {
@@ -43,21 +44,6 @@ std::int64_t UnixNow() {
 
 std::chrono::steady_clock::duration Wall(double seconds) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-Response CompletionResponse(const Request& req, const AnswerHead& head, const std::string& text, const Event& done) {
-  return TextResponse(req, http::status::ok, CompletionBody(head, text, done.finish_reason, done.usage));
-}
-
-// One server-sent event of a stream: a delta, the final chunk with usage, or
-// an error.
-std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta) {
-  switch (e.kind) {
-    case Event::Kind::kDelta: return StreamDelta(head, e.text, first_delta);
-    case Event::Kind::kDone: return StreamFinal(head, e.finish_reason, e.usage);
-    case Event::Kind::kError: return StreamError(e.error);
-  }
-  return {};
 }
 
 }  // namespace
@@ -294,6 +280,7 @@ struct HttpServer::Impl {
   // client's API key ("" when none) and the route's metrics label.
   struct Target {
     std::string path;
+    std::string query;  // after '?', "" when none
     std::string key;
     std::string label;
   };
@@ -312,6 +299,9 @@ struct HttpServer::Impl {
         {http::verb::get, "/metrics", false, false, "/metrics", &Impl::Metrics},
         {http::verb::get, "/v1/models", false, true, "/v1/models", &Impl::Models},
         {http::verb::get, "/v1/telemetry", false, true, "/v1/telemetry", &Impl::Telemetry},
+        {http::verb::get, "/v1/timeline", false, true, "/v1/timeline", &Impl::Timeline},
+        {http::verb::get, "/dashboard", false, false, "/dashboard", &Impl::Dashboard},
+        {http::verb::get, "/dashboard/chart.js", false, false, "/dashboard", &Impl::Dashboard},
         {http::verb::post, "/v1/chat/completions", false, true, "/v1/chat/completions", &Impl::Completion},
         {http::verb::post, "/v1/completions", false, true, "/v1/completions", &Impl::Completion},
         {http::verb::post, "/admin/models/", true, true, "/admin", &Impl::Admin},
@@ -321,7 +311,8 @@ struct HttpServer::Impl {
 
   net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
     const std::string target(req.target());
-    const std::string path = target.substr(0, target.find('?'));
+    const auto question = target.find('?');
+    const std::string path = target.substr(0, question);
     const Route* route = nullptr;
     for (const Route& r : Routes()) {
       if (r.prefix ? path.rfind(r.path, 0) == 0 : path == r.path) {
@@ -330,7 +321,7 @@ struct HttpServer::Impl {
       }
     }
     if (route == nullptr) co_return co_await Write(stream, ErrorResponse(req, NotFound(path)), "other");
-    Target t{path, {}, std::string(route->label)};
+    Target t{path, question == std::string::npos ? "" : target.substr(question + 1), {}, std::string(route->label)};
     if (draining) {  // load balancers' probes see it too, and take the server out
       co_return co_await Write(stream, ErrorResponse(req, ShuttingDown("the server is shutting down; retry elsewhere")),
                                t.label);
@@ -374,6 +365,23 @@ struct HttpServer::Impl {
     json body = service.Telemetry();
     if (!service.IsOperator(t.key)) ScopeSessions(body, SessionScope(t.key));
     co_await Write(stream, JsonResponse(req, http::status::ok, body), t.label);
+  }
+
+  net::awaitable<void> Timeline(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    std::vector<std::uint64_t> after;
+    std::string error;
+    if (!ParseTimelineCursors(t.query, service.TimelineInstances(), after, error)) {
+      co_return co_await Write(stream, ErrorResponse(req, MakeError(400, "invalid_request_error", "bad_query", error)),
+                               t.label);
+    }
+    co_await Write(stream, JsonResponse(req, http::status::ok, service.Timeline(after)), t.label);
+  }
+
+  // The dashboard's page and Chart.js, built in (web/web_assets.h); the
+  // page asks for a key itself when the data endpoints need one.
+  net::awaitable<void> Dashboard(beast::tcp_stream& stream, const Request& req, const Target& t) {
+    const auto asset = t.path == "/dashboard" ? DashboardAsset::kPage : DashboardAsset::kChartJs;
+    co_await Write(stream, DashboardAssetResponse(req, asset), t.label);
   }
 
   net::awaitable<void> Admin(beast::tcp_stream& stream, const Request& req, const Target& t) {

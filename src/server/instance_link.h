@@ -60,6 +60,10 @@ class InstanceLink {
   // the instance did not answer. `done` may run on any thread, possibly
   // before PollTelemetry returns, and must not block.
   virtual void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) = 0;
+  // The instance's recent slot timeline after segment `after`, one entry in
+  // server/timeline_json.h's form (a remote link's from its last polls;
+  // asking keeps it polling for a while).
+  virtual nlohmann::json Timeline(std::uint64_t after) = 0;
 };
 
 // An instance in this process.
@@ -74,6 +78,7 @@ class LocalInstanceLink final : public InstanceLink {
   void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) override {
     done(service_->Snapshot());
   }
+  nlohmann::json Timeline(std::uint64_t after) override { return service_->Timeline({after})["instances"][0]; }
   InstanceService& service() { return *service_; }
 
  private:

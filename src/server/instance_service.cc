@@ -9,6 +9,7 @@
 #include "engine/sim_engine.h"
 #include "memory/block_hashes.h"
 #include "server/telemetry_json.h"
+#include "server/timeline_json.h"
 
 namespace talaria {
 namespace {
@@ -180,6 +181,11 @@ bool InstanceService::Cancel(std::int64_t id) {
 }
 
 nlohmann::json InstanceService::Telemetry() { return TelemetryToJson(driver_.Snapshot()); }
+
+nlohmann::json InstanceService::Timeline(const std::vector<std::uint64_t>& after) {
+  const RealtimeInstance::TimelineView v = driver_.Timeline(after.empty() ? 0 : after.front());
+  return nlohmann::json{{"instances", nlohmann::json::array({TimelineToJson(name(), v.now, v.segments, v.open)})}};
+}
 
 std::variant<nlohmann::json, ApiError> InstanceService::Admin(const std::string& model, const std::string& action) {
   if (action != "open" && action != "close") {

@@ -58,6 +58,8 @@ class InstanceService final : public CompletionService {
   bool Cancel(std::int64_t id) override;
   std::vector<std::string> Models() const override { return catalog_.Models(); }
   nlohmann::json Telemetry() override;
+  nlohmann::json Timeline(const std::vector<std::uint64_t>& after) override;
+  std::size_t TimelineInstances() const override { return 1; }
   std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action) override;
   bool RequiresApiKey() const override { return !api_keys_.empty(); }
   bool ApiKeyAccepted(const std::string& key) const override { return KeyAccepted(api_keys_, key); }

@@ -63,7 +63,12 @@ RealtimeInstance::RealtimeInstance(InstanceConfig config, const ProfileSet& prof
       engine_(std::move(engine)),
       runner_(instance_, NonNull(engine_)),
       time_scale_(time_scale),
-      clock_(clock != nullptr ? std::move(clock) : std::make_shared<const SteadyClock>()) {
+      clock_(clock != nullptr ? std::move(clock) : std::make_shared<const SteadyClock>()),
+      timeline_([this](const TimelineSegment& s) {
+        if (recent_.size() == kTimelineKept) recent_.pop_front();
+        recent_.push_back(s);
+      }) {
+  runner_.SetTimeline(&timeline_);
   if (!(time_scale > 0)) throw InputError("time_scale", "must be greater than 0");
   if (!engine_->emulated() && time_scale != 1.0) {
     throw InputError("time_scale", "must be 1 for instance '" + instance_.name() +
@@ -143,6 +148,18 @@ InstanceTelemetry RealtimeInstance::Snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   instance_.Snapshot(Now(), t);
   return t;
+}
+
+RealtimeInstance::TimelineView RealtimeInstance::Timeline(std::uint64_t after) {
+  TimelineView view;
+  std::lock_guard<std::mutex> lock(mu_);
+  view.now = Now();
+  // Segments are numbered in order: skip to the first after `after`.
+  auto it = std::partition_point(recent_.begin(), recent_.end(),
+                                 [after](const TimelineSegment& s) { return s.seq <= after; });
+  view.segments.assign(it, recent_.end());
+  view.open = timeline_.open();
+  return view;
 }
 
 InstanceCounters RealtimeInstance::Counters() {

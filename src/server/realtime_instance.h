@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +30,7 @@
 
 #include "core/clock.h"
 #include "driver/instance_runner.h"
+#include "driver/slot_timeline.h"
 #include "engine/engine.h"
 #include "instance/instance.h"
 
@@ -80,6 +82,19 @@ class RealtimeInstance {
   const std::string& name() const { return instance_.name(); }
   // Virtual time now.
   TimePoint Now() const;
+
+  // What the instance's GPUs did lately (driver/slot_timeline.h): the
+  // closed segments numbered after `after` (0: every one kept; at most the
+  // last kTimelineKept), oldest first; the one still open, if any (it may
+  // grow: a poller asks again after the last closed one it has); and the
+  // virtual time now.
+  static constexpr std::size_t kTimelineKept = 2048;
+  struct TimelineView {
+    TimePoint now;
+    std::vector<TimelineSegment> segments;
+    std::optional<TimelineSegment> open;
+  };
+  TimelineView Timeline(std::uint64_t after);
   // Whether the engine computes real tokens (it needs prompt ids).
   bool computes_tokens() const { return !engine_->emulated(); }
 
@@ -116,6 +131,8 @@ class RealtimeInstance {
   bool stop_ = false;                                      // guarded by mu_
   std::function<void(const SwitchRecord&)> on_switch_;
   std::function<void(const RoundRecord&)> on_round_;
+  std::deque<TimelineSegment> recent_;  // closed segments, the last kTimelineKept; guarded by mu_
+  SlotTimeline timeline_;               // fed by runner_ under mu_
   std::thread thread_;
 };
 

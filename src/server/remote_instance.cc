@@ -19,6 +19,7 @@
 #include "server/openai_decode.h"
 #include "server/openai_encode.h"
 #include "server/telemetry_json.h"
+#include "server/timeline_json.h"
 
 namespace talaria {
 namespace {
@@ -108,6 +109,7 @@ struct RemoteInstanceLink::Impl {
 
   std::mutex mu;
   std::unordered_map<std::int64_t, std::shared_ptr<RemoteCall>> live;  // guarded by mu
+  TimelineCache timeline;  // the instance's recent slots, while a dashboard watches
 
   Impl(const std::string& n, RemoteLinkOptions o, std::shared_ptr<IoLoop> l)
       : name(n), options(o), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {}
@@ -341,7 +343,36 @@ struct RemoteInstanceLink::Impl {
         if (body.keep_alive()) Pool(std::move(conn));
       }
     }
+    const bool answered = result.has_value();
     done(std::move(result));
+    // While a dashboard watches: the timeline's new segments too.
+    std::uint64_t after = 0;
+    if (answered && timeline.Wanted(std::chrono::steady_clock::now(), after)) co_await PollTimeline(after);
+  }
+
+  net::awaitable<void> PollTimeline(std::uint64_t after) {
+    const Request req = MakeRequest(http::verb::get, "/v1/timeline?after=" + std::to_string(after), host_header,
+                                    options.poll_key, "");
+    beast::flat_buffer buffer;
+    std::unique_ptr<HeaderParser> header;
+    Failure failure;
+    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, failure);
+    if (conn == nullptr || header->get().result_int() != 200) co_return;
+    http::response_parser<http::string_body> body{std::move(*header)};
+    body.body_limit(kMaxTelemetryBytes);
+    boost::system::error_code ec;
+    conn->expires_after(Wall(options.poll_timeout_s));
+    co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return;
+    const json j = json::parse(body.get().body(), nullptr, /*allow_exceptions=*/false);
+    const json* entry = nullptr;
+    if (j.is_object() && j.contains("instances") && j["instances"].is_array() && j["instances"].size() == 1) {
+      entry = &j["instances"][0];
+    }
+    if (entry == nullptr || !timeline.Merge(*entry, std::chrono::steady_clock::now())) {
+      std::fprintf(stderr, "talaria gateway: bad timeline from '%s'\n", name.c_str());
+    }
+    if (body.keep_alive()) Pool(std::move(conn));
   }
 
   std::optional<InstanceTelemetry> ParseTelemetry(const std::string& text) {
@@ -431,6 +462,12 @@ void RemoteInstanceLink::PollTelemetry(std::function<void(std::optional<Instance
   net::co_spawn(impl_->io, impl_->RunPoll(*shared_done), [shared_done](std::exception_ptr e) {
     if (e != nullptr) (*shared_done)(std::nullopt);
   });
+}
+
+nlohmann::json RemoteInstanceLink::Timeline(std::uint64_t after) {
+  const auto now = std::chrono::steady_clock::now();
+  impl_->timeline.Want(now);
+  return impl_->timeline.View(name_, after, now);
 }
 
 }  // namespace talaria

@@ -65,6 +65,7 @@ class RemoteInstanceLink final : public InstanceLink {
   void Submit(std::shared_ptr<const LinkCall> call, std::shared_ptr<CompletionSink> sink) override;
   bool Cancel(std::int64_t id) override;
   void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) override;
+  nlohmann::json Timeline(std::uint64_t after) override;
 
  private:
   struct Impl;

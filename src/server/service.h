@@ -46,6 +46,12 @@ class CompletionService {
   virtual std::vector<std::string> Models() const = 0;
   // GET /v1/telemetry.
   virtual nlohmann::json Telemetry() = 0;
+  // GET /v1/timeline: what each instance's GPUs did lately (the form is
+  // server/timeline_json.h's): {"instances": [...]}, the k-th cursor of
+  // `after` applying to the k-th instance (missing: 0, everything kept).
+  virtual nlohmann::json Timeline(const std::vector<std::uint64_t>& after) = 0;
+  // How many instances Timeline lists (bounds the cursors a query may give).
+  virtual std::size_t TimelineInstances() const = 0;
   // POST /admin/models/{model}/{action}: the response body, or an error.
   // Services without admin operations answer 404.
   virtual std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action);

@@ -104,8 +104,20 @@ class Driver final : public InstanceEvents {
       calls_out_.open(options.records_dir + "/calls.jsonl");
       rounds_out_.open(options.records_dir + "/rounds.jsonl");
       switches_out_.open(options.records_dir + "/switches.jsonl");
-      if (!calls_out_ || !rounds_out_ || !switches_out_) {
+      timeline_out_.open(options.records_dir + "/timeline.jsonl");
+      if (!calls_out_ || !rounds_out_ || !switches_out_ || !timeline_out_) {
         throw InputError(options.records_dir, "cannot write replay records");
+      }
+      // Each instance's segments (driver/slot_timeline.h), as they close.
+      for (std::size_t i = 0; i < runners_.size(); ++i) {
+        const std::string& name = instances_[i]->name();
+        timelines_.push_back(std::make_unique<SlotTimeline>([this, &name](const TimelineSegment& seg) {
+          nlohmann::ordered_json j;
+          j["instance"] = name;
+          j.update(ToJson(seg));
+          timeline_out_ << j.dump() << '\n';
+        }));
+        runners_[i]->SetTimeline(timelines_.back().get());
       }
     }
   }
@@ -142,6 +154,7 @@ class Driver final : public InstanceEvents {
       runner->Flush();
       runner->Deliver(*this);
     }
+    for (const auto& t : timelines_) t->Flush();
     if (result_.calls_completed + result_.rejected != result_.calls_total) {
       std::string state;
       for (const auto& inst : instances_) state += "\n  " + inst->Describe();
@@ -407,7 +420,8 @@ class Driver final : public InstanceEvents {
   TimePoint now_{};
   std::int32_t block_tokens_ = 64;
   double next_progress_s_ = 60.0;
-  std::ofstream calls_out_, rounds_out_, switches_out_;
+  std::ofstream calls_out_, rounds_out_, switches_out_, timeline_out_;
+  std::vector<std::unique_ptr<SlotTimeline>> timelines_;  // with records only
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 # loopback ports. Checks: a session's second call inside tau lands on the
 # same instance and reports cached tokens; after `kill -9` of that instance
 # the gateway stops placing calls on it within one heartbeat (no retry is
-# needed) and the session's next call succeeds on the other instance.
+# needed) and the session's next call succeeds on the other instance. And
+# the gateway's /v1/timeline shows the remote instances' segments once asked.
 # Usage: tests/e2e/cluster.sh path/to/talaria
 set -euo pipefail
 bin=$1
@@ -67,6 +68,15 @@ cached=$(echo "$r2" | number cached_tokens)
 [[ "$second" == "$first" ]] || fail "second call went to '$second', not '$first': $r2"
 [[ "${cached:-0}" -gt 512 ]] || fail "second call reported $cached cached tokens: $r2"
 echo "same instance inside tau: $first, cached_tokens $cached"
+
+# The gateway's /v1/timeline shows what the remote instances' GPUs did: the
+# first ask starts its polls of their timelines (with telemetry).
+curl -sS "$url/v1/timeline" > /dev/null
+sleep 0.3  # a few heartbeats of 50 ms
+timeline=$(curl -sS "$url/v1/timeline")
+echo "$timeline" | grep -q '"phase":"prefill"' || fail "the gateway's timeline shows no prefill: $timeline"
+echo "$timeline" | grep -q "\"instance\":\"$first\"" || fail "the gateway's timeline lacks $first: $timeline"
+echo "timeline through the gateway: $(echo "$timeline" | grep -o '"seq"' | wc -l) segments"
 
 kill -9 "${pid[$first]}"
 wait "${pid[$first]}" 2>/dev/null || true

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "instance/test_profiles.h"
@@ -46,6 +47,7 @@ class HttpServerTest : public ::testing::Test {
     // not shedding, so the gateway queues instead of answering 429.
     c.router.admission_control = false;
     c.router.stale_after_s = 1e6;  // a heartbeat is 0.25 ms of wall time at this scale
+    if (lease_tau_s_ > 0) c.router.lease_tau_s = lease_tau_s_;
     gateway_ = std::make_unique<Gateway>(c, profiles_);
     gateway_->Start();
     server_ = std::make_unique<HttpServer>(*gateway_, "127.0.0.1", 0);
@@ -69,6 +71,7 @@ class HttpServerTest : public ::testing::Test {
     return Call(http::verb::post, "/v1/chat/completions", body, headers);
   }
 
+  double lease_tau_s_ = 0;  // > 0: the router's lease timeout
   ProfileSet profiles_;
   std::unique_ptr<Gateway> gateway_;
   std::unique_ptr<HttpServer> server_;
@@ -280,6 +283,71 @@ TEST_F(HttpServerTest, UnderLoadAcceptedEqualsCompletedPlusFailed) {
   EXPECT_EQ(accepted, MetricValue(metrics, "talaria_calls_completed_total") +
                           MetricValue(metrics, "talaria_calls_failed_total"));
   EXPECT_EQ(ok.load(), 32 - 6);  // every client that stayed (all but 6 leavers) got its answer
+}
+
+// GET /v1/timeline: what the instance's GPUs did, as segments after a
+// cursor; a hostile cursor is a 400 that names the parameter.
+TEST_F(HttpServerTest, TimelineShowsWhatTheGpusDidAfterACursor) {
+  StartServer();
+  ASSERT_EQ(Chat(R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"x"}]})", "tl").status, 200);
+  const Reply r = Call(http::verb::get, "/v1/timeline");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json i0 = r.Json()["instances"][0];
+  EXPECT_EQ(i0["instance"], "i0");
+  json all = i0["segments"];
+  if (!i0["open"].is_null()) all.push_back(i0["open"]);
+  std::set<std::string> phases;
+  for (const json& s : all) phases.insert(s["phase"].get<std::string>());
+  EXPECT_TRUE(phases.count("prefill")) << all.dump();
+  EXPECT_TRUE(phases.count("decode")) << all.dump();
+  EXPECT_GE(i0["now_s"].get<double>(), all.back()["end_s"].get<double>());
+  if (!i0["segments"].empty()) {
+    const auto last = i0["segments"].back()["seq"].get<std::uint64_t>();
+    const json after = Call(http::verb::get, "/v1/timeline?after=" + std::to_string(last)).Json();
+    for (const json& s : after["instances"][0]["segments"]) EXPECT_GT(s["seq"].get<std::uint64_t>(), last);
+  }
+  for (const char* bad : {"/v1/timeline?after=x", "/v1/timeline?after=-1", "/v1/timeline?after=1,2",
+                          "/v1/timeline?after=99999999999999999999999"}) {
+    const Reply e = Call(http::verb::get, bad);
+    EXPECT_EQ(e.status, 400) << bad;
+    EXPECT_NE(e.Json()["error"]["message"].get<std::string>().find("'after'"), std::string::npos) << e.body;
+  }
+}
+
+// The dashboard page and its chart library are built in and served without
+// a key; the data they read needs one.
+TEST_F(HttpServerTest, DashboardIsBuiltInAndItsDataNeedsAKey) {
+  StartServer({"k1"});
+  const Reply page = Call(http::verb::get, "/dashboard");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<title>Talaria cluster</title>"), std::string::npos);
+  EXPECT_NE(page.body.find("/v1/timeline"), std::string::npos);
+  const Reply chart = Call(http::verb::get, "/dashboard/chart.js");
+  ASSERT_EQ(chart.status, 200);
+  EXPECT_NE(chart.body.find("Chart.js v3.9.1"), std::string::npos);
+  EXPECT_EQ(Call(http::verb::get, "/v1/timeline").status, 401);
+  EXPECT_EQ(Call(http::verb::get, "/v1/timeline", "", {{"Authorization", "Bearer k1"}}).status, 200);
+  EXPECT_EQ(Call(http::verb::get, "/dashboard/other").status, 404);
+}
+
+// Live leases are listed in the gateway's telemetry, each tenant seeing only
+// its own sessions' (the operator, the first key, sees all).
+TEST_F(HttpServerTest, TelemetryListsLiveLeasesOnlyToTheirTenant) {
+  lease_tau_s_ = 60;  // emulated seconds: a minute of wall time at time scale 1
+  StartServer({"op", "k2"}, /*time_scale=*/1);
+  const std::string body = R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]})";
+  ASSERT_EQ(Chat(body, "s-op", "op").status, 200);
+  ASSERT_EQ(Chat(body, "s-k2", "k2").status, 200);
+  const json mine = Call(http::verb::get, "/v1/telemetry", "", {{"Authorization", "Bearer k2"}}).Json()["leases"];
+  ASSERT_EQ(mine.size(), 1u) << mine.dump();
+  const std::string id = mine.begin().key();
+  EXPECT_EQ(id.substr(id.size() - 5), ":s-k2");
+  EXPECT_EQ(mine.begin().value()["instance"], "i0");
+  EXPECT_EQ(mine.begin().value()["model"], "m");
+  EXPECT_GT(mine.begin().value()["remaining_s"].get<double>(), 0);
+  EXPECT_LE(mine.begin().value()["remaining_s"].get<double>(), 60.0);
+  const json all = Call(http::verb::get, "/v1/telemetry", "", {{"Authorization", "Bearer op"}}).Json()["leases"];
+  EXPECT_EQ(all.size(), 2u) << all.dump();
 }
 
 TEST_F(HttpServerTest, ApiKeysAreRequiredWhenConfigured) {

@@ -1,0 +1,43 @@
+// talaria report: one self-contained HTML report from replay summaries and
+// records (report/report.h).
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "report/report.h"
+
+namespace talaria::cli {
+
+void AddReportCommand(CLI::App& app) {
+  struct Args {
+    ReportOptions options;
+    std::string out = "report.html";
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "report", "Write one self-contained HTML report (SCT/TTFT CDFs with the paper's points, the runs coloured "
+                "best to worst, the lease sweep, per-instance Gantt and memory) from `talaria replay --json` "
+                "summaries and `--records`");
+  cmd->add_option("--summary", args->options.summaries, "replay summary (replay --json FILE); repeat to combine runs")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--records", args->options.records_dir,
+                  "the replay's --records DIR: each run's timeline.jsonl under DIR/<label>/ gives its Gantt and memory "
+                  "plots (without it the report has neither)")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("-o,--out", args->out, "the HTML file to write")->capture_default_str();
+  cmd->add_option("--title", args->options.title, "the report's title")->capture_default_str();
+  cmd->add_option("--max-segments", args->options.max_segments,
+                  "per run, the most timeline segments drawn in the Gantt (the first ones)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args] {
+    WriteReport(args->options, args->out);
+    std::fprintf(stderr, "talaria report: wrote %s\n", args->out.c_str());
+  });
+}
+
+}  // namespace talaria::cli
