@@ -2,8 +2,10 @@
 # The policy matrix (issue 17): every workload family of `talaria trace gen`
 # replayed on the TP=4 routing testbed (two workers; every router, Talaria's
 # scheduler) and on the TP=8 server (one instance; every ablation), at three
-# loads. Writes one Markdown table per testbed to stdout and the JSON
-# summaries under $OUT (default: build/policy-matrix).
+# loads. Writes one Markdown table per testbed to stdout, the JSON
+# summaries under $OUT (default: build/policy-matrix) and their HTML report,
+# $OUT/report.html (talaria report: every run, coloured within its trace and
+# load, with CDFs).
 #
 #   bench/policy-matrix.sh > docs/policy-matrix-tables.md
 #
@@ -67,3 +69,4 @@ invariants("tp4")
 table("tp4", "router", "TP=4 two workers (configs/tp4-two-workers.toml), Talaria's scheduler, every router")
 table("tp8", "config", "TP=8 server (configs/tp8-three-models.toml), every ablation")
 PY
+"$B" report --summary "$OUT"/*.json -o "$OUT/report.html" --title "Talaria policy matrix (seed $SEED)" 2> /dev/null

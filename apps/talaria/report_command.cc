@@ -2,6 +2,7 @@
 // records (report/report.h).
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ void AddReportCommand(CLI::App& app) {
                   "per run, the most timeline segments drawn in the Gantt (the first ones)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--paper", args->options.paper,
+                  "where to mark the paper's published TP=8 points: auto (runs of configs/tp8-three-models.toml on "
+                  "traces/swe-fixed-30.jsonl, the paper's experiment), all (every run of a configuration it reports), "
+                  "none")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, ReportOptions::Paper>{
+          {"auto", ReportOptions::Paper::kAuto}, {"all", ReportOptions::Paper::kAll}, {"none", ReportOptions::Paper::kNone}}))
+      ->default_str("auto");
   cmd->callback([args] {
     WriteReport(args->options, args->out);
     std::fprintf(stderr, "talaria report: wrote %s\n", args->out.c_str());

@@ -45,6 +45,21 @@ json PaperJson() {
   return out;
 }
 
+bool EndsWith(std::string_view s, std::string_view end) {
+  return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
+}
+
+// Whether the paper's points belong beside this run (ReportOptions::paper).
+bool PaperApplies(ReportOptions::Paper paper, const json& run) {
+  if (paper == ReportOptions::Paper::kNone) return false;
+  if (paper == ReportOptions::Paper::kAll) return true;
+  const auto text = [&](const char* key) {
+    return run.contains(key) && run[key].is_string() ? run[key].get<std::string>() : std::string();
+  };
+  return EndsWith(text("cluster"), "tp8-three-models.toml") && EndsWith(text("trace"), "swe-fixed-30.jsonl") &&
+         text("load") != "low" && text("load") != "high";
+}
+
 json ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot read the replay summary");
@@ -156,6 +171,7 @@ json BuildReportData(const ReportOptions& o) {
       for (const char* key : {"cluster", "trace", "target"}) {
         if (summary.contains(key)) run[key] = summary[key];
       }
+      run["paper"] = PaperApplies(o.paper, run);
       run["timeline"] = nullptr;
       if (!o.records_dir.empty()) {
         const std::string label = run["label"].get<std::string>();

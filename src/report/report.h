@@ -30,6 +30,13 @@ struct ReportOptions {
   // ones; the report says when it cut), and memory points per instance.
   std::size_t max_segments = 20000;
   std::size_t max_memory_points = 2000;
+  // Where the paper's published points are marked: kAuto on the runs of the
+  // paper's experiment as this project reproduces it (the TP=8 cluster
+  // configs/tp8-three-models.toml on traces/swe-fixed-30.jsonl, any
+  // ablation), kAll on every run whose configuration the paper reports,
+  // kNone nowhere.
+  enum class Paper { kAuto, kAll, kNone };
+  Paper paper = Paper::kAuto;
 };
 
 // Reads every input. Throws InputError naming the file (and line) of

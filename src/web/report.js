@@ -22,7 +22,8 @@
     (traces.length ? " · traces: " + traces.join(", ") : "");
 
   // The runs, one row each; lower is better in every numeric column but
-  // "completed", coloured within each load.
+  // "completed", coloured among the runs of the same trace, cluster and
+  // load (a policy matrix combines several).
   const COLUMNS = [
     ["completed", (r) => r.calls_completed, false, 0],
     ["rejected", (r) => r.rejected || 0, true, 0],
@@ -37,14 +38,18 @@
   ];
   const table = document.getElementById("matrix");
   const head = el("tr");
-  for (const h of ["run", "router", "load", "tau (s)"]) head.append(el("th", { class: "text" }, h));
+  const multiTrace = new Set(runs.map((r) => r.trace)).size > 1;
+  for (const h of (multiTrace ? ["trace"] : []).concat(["run", "router", "load", "tau (s)"])) {
+    head.append(el("th", { class: "text" }, h));
+  }
   for (const [h] of COLUMNS) head.append(el("th", {}, h));
   const thead = el("thead");
   thead.append(head);
   table.append(thead);
   const body = table.appendChild(el("tbody"));
-  const loads = {};
-  runs.forEach((r, i) => (loads[r.load || ""] = loads[r.load || ""] || []).push(i));
+  const peerKey = (r) => [r.trace, r.cluster, r.target, r.load].join("|");
+  const peerGroups = {};
+  runs.forEach((r, i) => (peerGroups[peerKey(r)] = peerGroups[peerKey(r)] || []).push(i));
   const shade = (value, values, lowerBetter) => {
     const lo = Math.min(...values), hi = Math.max(...values);
     if (!(hi > lo)) return "";
@@ -54,9 +59,10 @@
   };
   runs.forEach((r) => {
     const tr = el("tr", { "data-run": label(r) });
+    if (multiTrace) tr.append(el("td", { class: "text" }, (r.trace || "").split("/").pop()));
     tr.append(el("td", { class: "text" }, label(r)), el("td", { class: "text" }, r.router || ""),
               el("td", { class: "text" }, r.load || ""), el("td", { class: "text" }, r.tau_s === undefined ? "" : String(r.tau_s)));
-    const peers = loads[r.load || ""].map((i) => runs[i]);
+    const peers = peerGroups[peerKey(r)].map((i) => runs[i]);
     for (const [, get, lowerBetter, digits] of COLUMNS) {
       const v = get(r);
       const td = el("td", {}, v === undefined || v === null ? "" : Number(v).toFixed(digits));
@@ -72,13 +78,14 @@
       label: label(r), type: "line", borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5,
       data: (r[field] || []).map((v, p) => ({ x: Math.max(v, 1e-3), y: p / 100 })),
     }));
-    const configs = new Set(runs.map((r) => r.config));
+    // Beside the runs of the paper's experiment only (report.h: ReportOptions::paper).
+    const configs = new Set(runs.filter((r) => r.paper).map((r) => r.config));
     for (const [config, pts] of Object.entries(DATA.paper)) {
       if (!configs.has(config)) continue;
       const points = paperKeys.filter(([k]) => k in pts).map(([k, q]) => ({ x: pts[k], y: q }));
       if (!points.length) continue;
-      const i = runs.findIndex((r) => r.config === config);
-      datasets.push({ label: "paper: " + config, type: "scatter", data: points, pointStyle: "crossRot", pointRadius: 8,
+      const i = runs.findIndex((r) => r.paper && r.config === config);
+      datasets.push({ label: "paper (TP=8 fixed replay): " + config, type: "scatter", data: points, pointStyle: "crossRot", pointRadius: 8,
                       borderWidth: 2, borderColor: colour(i), backgroundColor: colour(i) });
     }
     return new Chart(document.getElementById(canvasId), {
@@ -96,7 +103,7 @@
   const groups = {};
   for (const r of runs) {
     if (r.tau_s === undefined) continue;
-    const k = [r.config, r.router, r.load, r.trace].join(" / ");
+    const k = [r.config, r.router, r.load, r.trace, r.cluster].join(" / ");
     (groups[k] = groups[k] || []).push(r);
   }
   const sweeps = Object.entries(groups).filter(([, rs]) => new Set(rs.map((r) => r.tau_s)).size > 1);

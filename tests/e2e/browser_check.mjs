@@ -43,7 +43,7 @@ try {
         coloured: [...document.querySelectorAll("#matrix tbody td")].filter((td) => td.style.background).length,
         bars: Number(document.body.dataset.bars || 0),
         options: document.querySelectorAll("#run-select option").length,
-        paper: Chart.getChart("sct-cdf").data.datasets.filter((d) => d.label.startsWith("paper: ")).length,
+        paper: Chart.getChart("sct-cdf").data.datasets.filter((d) => d.label.startsWith("paper")).length,
         charts: Object.fromEntries(charts),
       };
     });

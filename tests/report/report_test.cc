@@ -76,6 +76,25 @@ TEST_F(ReportTest, ReadsRunsAndTheirTimelines) {
   EXPECT_FALSE(data["paper"]["no-sp"].contains("sct_p95_s"));
 }
 
+// The paper's points go beside the runs of its experiment as reproduced
+// here, unless asked for everywhere or nowhere.
+TEST_F(ReportTest, MarksThePapersPointsBesideItsExperimentOnly) {
+  const std::string paper_setup = Write("paper.json", R"({"cluster":"configs/tp8-three-models.toml",
+      "trace":"traces/swe-fixed-30.jsonl","runs":[{"config":"talaria","load":"medium"},{"config":"no-sp","load":"high"}]})");
+  ReportOptions o;
+  o.summaries = {paper_setup, Summary("talaria")};
+  json runs = BuildReportData(o)["runs"];
+  EXPECT_EQ(runs[0]["paper"], true);
+  EXPECT_EQ(runs[1]["paper"], false);  // another load than the paper's
+  EXPECT_EQ(runs[2]["paper"], false);  // another cluster and trace
+  o.paper = ReportOptions::Paper::kAll;
+  runs = BuildReportData(o)["runs"];
+  EXPECT_EQ(runs[2]["paper"], true);
+  o.paper = ReportOptions::Paper::kNone;
+  runs = BuildReportData(o)["runs"];
+  EXPECT_EQ(runs[0]["paper"], false);
+}
+
 TEST_F(ReportTest, ARunWithoutRecordsHasNoTimeline) {
   ReportOptions o;
   o.summaries = {Summary("elsewhere")};
