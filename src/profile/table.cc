@@ -7,10 +7,19 @@
 namespace talaria {
 
 Segment FindSegment(const std::vector<double>& v, double x) {
-  if (v.size() < 2) return {0, 0.0};
-  auto it = std::upper_bound(v.begin(), v.end(), x);
-  std::size_t hi = std::clamp<std::size_t>(static_cast<std::size_t>(it - v.begin()), 1, v.size() - 1);
-  std::size_t lo = hi - 1;
+  const std::size_t n = v.size();
+  if (n < 2) return {0, 0.0};
+  // The first point above x, kept within [1, n-1]. Profiles' tables have a
+  // handful of points: a forward scan beats a binary search's
+  // unpredictable branches there (the router evaluates ~10 per decision).
+  std::size_t hi = 1;
+  if (n <= 16) {
+    while (hi + 1 < n && v[hi] <= x) ++hi;
+  } else {
+    auto it = std::upper_bound(v.begin(), v.end(), x);
+    hi = std::clamp<std::size_t>(static_cast<std::size_t>(it - v.begin()), 1, n - 1);
+  }
+  const std::size_t lo = hi - 1;
   return {lo, (x - v[lo]) / (v[hi] - v[lo])};
 }
 

@@ -109,9 +109,8 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   e->last_instance = instance;
   e->model = model_id;
   e->kv_tokens = kv_tokens;
-  e->last_use = now;
+  e->last_use = now;  // most recently used (the table reads last_use)
   e->last_done = now;
-  im.sessions.Touch(*e);
   if (!im.policy->InstallsLeases() || options_.lease_tau_s <= 0) return;
   // The successor lease: installed only here, never by routing.
   im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(options_.lease_tau_s));

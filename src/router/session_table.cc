@@ -4,14 +4,16 @@
 
 namespace talaria {
 
+SessionEntry& SessionTable::Add(std::string_view id, TimePoint now) {
+  SessionEntry& e = entries_.emplace(std::string(id), SessionEntry{}).first->second;
+  e.last_use = e.queued_use = now;
+  fifo_.push_back(Queued{std::string(id), now});
+  return e;
+}
+
 SessionEntry& SessionTable::Entry(std::string_view id, TimePoint now) {
   auto it = entries_.find(id);
-  if (it == entries_.end()) {
-    it = entries_.emplace(std::string(id), SessionEntry{}).first;
-    it->second.lru = lru_.insert(lru_.end(), it->first);
-    it->second.last_use = now;
-  }
-  return it->second;
+  return it == entries_.end() ? Add(id, now) : it->second;
 }
 
 void SessionTable::Reindex(std::int32_t index, ClusterView& view, const InstanceTelemetry& t) {

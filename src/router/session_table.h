@@ -4,11 +4,22 @@
 // and the least recently used beyond session_table_size, are dropped when a
 // new session needs room.
 //
+// Recency is kept lazily, so a routing decision that touches its session
+// writes only that session's entry (no list splice: three random cache
+// lines fewer per decision at 100,000 sessions). Every entry sits once in
+// a FIFO with the last-use time it had when queued; when room is needed
+// the front is examined: an entry used since it was queued goes to the back
+// with its newer time (a second chance), one that was not is the victim.
+// The victim is therefore one not used since it was queued, and entries
+// leave in the order of the times they were queued with: least recently
+// used to within one pass of the FIFO. Each queue move pays for an earlier
+// touch, so making room costs O(1) amortised per call.
+//
 // Policy code: takes `now`, no clock, no I/O. Not synchronized.
 #pragma once
 
 #include <cstdint>
-#include <list>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,7 +60,7 @@ struct SessionEntry {
   TimePoint last_done;  // completion seen by the router (newer than a snapshot?)
   Lease lease;
   std::vector<PrefixLocation> held;  // where snapshots say its prefix is
-  std::list<std::string>::iterator lru;
+  TimePoint queued_use;  // last_use when its FIFO place was taken (SessionTable)
 };
 
 class SessionTable {
@@ -71,8 +82,6 @@ class SessionTable {
   // Forgets a session, handing its entry to `drop` first; false when unknown.
   template <typename Drop>
   bool Erase(std::string_view id, Drop drop);
-  // Marks an entry most recently used.
-  void Touch(SessionEntry& e) { lru_.splice(lru_.end(), lru_, e.lru); }
 
   // A full snapshot's sessions replace everything instance `index` was
   // said to hold (`indexed`: the ids it was indexed under).
@@ -83,11 +92,20 @@ class SessionTable {
  private:
   // The entry for a session, created (most recently used) if absent.
   SessionEntry& Entry(std::string_view id, TimePoint now);
+  SessionEntry& Add(std::string_view id, TimePoint now);
+  // The front of the FIFO that may go: an entry not used since it was
+  // queued (others are requeued, places of erased entries dropped); null
+  // when the FIFO is empty.
+  decltype(auto) Victim();
 
   // Open addressing (one probe of contiguous slots per lookup, the key and
   // entry inline): a decision looks its session up among ~100,000.
   absl::flat_hash_map<std::string, SessionEntry, StringHash, std::equal_to<>> entries_;
-  std::list<std::string> lru_;  // front = least recently used
+  struct Queued {
+    std::string id;
+    TimePoint use;  // the entry's last_use when queued: its place is current iff equal to queued_use
+  };
+  std::deque<Queued> fifo_;  // every entry once (and places of erased ones, skipped)
 };
 
 // Where instance `index` holds the session's prefix for `model` (tokens in
@@ -96,24 +114,37 @@ class SessionTable {
 KvState CachedState(const ClusterView& view, std::int32_t index, const SessionEntry& entry, std::int32_t model,
                     std::int64_t& tokens);
 
+inline decltype(auto) SessionTable::Victim() {
+  while (!fifo_.empty()) {
+    auto it = entries_.find(fifo_.front().id);
+    if (it == entries_.end() || it->second.queued_use != fifo_.front().use) {
+      fifo_.pop_front();  // the place of an erased entry, or one it left for a newer place
+      continue;
+    }
+    SessionEntry& e = it->second;
+    if (e.last_use != e.queued_use) {  // used since it was queued: a second chance
+      e.queued_use = e.last_use;
+      fifo_.push_back(Queued{std::move(fifo_.front().id), e.last_use});
+      fifo_.pop_front();
+      continue;
+    }
+    return it;
+  }
+  return entries_.end();
+}
+
 template <typename Drop>
 SessionEntry& SessionTable::Route(std::string_view id, TimePoint now, std::size_t max_sessions, double idle_s,
                                   Drop drop) {
   auto found = entries_.find(id);
-  if (found != entries_.end()) {
-    Touch(found->second);
-    return found->second;
-  }
-  while (!lru_.empty() && (entries_.size() >= max_sessions ||
-                           ToSeconds(now - entries_.find(lru_.front())->second.last_use) > idle_s)) {
-    auto victim = entries_.find(lru_.front());
+  if (found != entries_.end()) return found->second;
+  for (auto victim = Victim(); victim != entries_.end(); victim = Victim()) {
+    if (entries_.size() < max_sessions && ToSeconds(now - victim->second.last_use) <= idle_s) break;
     drop(victim->second);
+    fifo_.pop_front();
     entries_.erase(victim);
-    lru_.pop_front();
   }
-  found = entries_.emplace(std::string(id), SessionEntry{}).first;
-  found->second.lru = lru_.insert(lru_.end(), found->first);
-  return found->second;
+  return Add(id, now);
 }
 
 template <typename Drop>
@@ -121,8 +152,7 @@ bool SessionTable::Erase(std::string_view id, Drop drop) {
   auto found = entries_.find(id);
   if (found == entries_.end()) return false;
   drop(found->second);
-  lru_.erase(found->second.lru);
-  entries_.erase(found);
+  entries_.erase(found);  // its FIFO place is skipped when reached
   return true;
 }
 
