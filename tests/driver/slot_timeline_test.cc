@@ -116,7 +116,9 @@ TEST(SlotTimelineTest, MergesStepsAndShowsHoldsSessionPrefillAndSwitches) {
     const TimelineSegment& s = run.segments[k];
     EXPECT_EQ(s.seq, k + 1);
     EXPECT_LE(s.start, s.end);
-    if (k > 0) EXPECT_GE(s.start, run.segments[k - 1].end);
+    if (k > 0) {
+      EXPECT_GE(s.start, run.segments[k - 1].end);
+    }
     EXPECT_GT(s.memory.kv_total_bytes, 0);
   }
   // The decode of a0 holds its KV; the segment says so.
