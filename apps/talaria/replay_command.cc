@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "config/cluster_config.h"
+#include "driver/agent_hints.h"
 #include "report/report.h"
 #include "server/http_replay.h"
 #include "sim/replay.h"
@@ -38,6 +39,7 @@ struct ReplayArgs {
   double time_scale = 1.0;
   std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
   std::string report;  // write an HTML report here (talaria report) after the runs
+  std::string hints = "trace";  // agent hints (driver/agent_hints.h)
 };
 
 std::vector<std::string> SplitList(const std::string& spec) {
@@ -125,7 +127,10 @@ void WriteSummary(const ReplayArgs& a, const nlohmann::ordered_json& out) {
 }
 
 void RunHttpReplay(const ReplayArgs& a) {
-  const Trace trace = ReadTraceFile(a.trace);
+  Trace trace = ReadTraceFile(a.trace);
+  ReleaseRule release;
+  release.gap_cap_s = a.gap_cap_s;
+  ApplyHints(trace, ParseHintOptions(a.hints), release);
   HttpReplayOptions o;
   o.target = a.target;
   o.api_key = a.api_key;
@@ -148,6 +153,7 @@ void RunHttpReplay(const ReplayArgs& a) {
   out["target"] = a.target;
   out["trace"] = a.trace;
   out["gap_cap_s"] = a.gap_cap_s;
+  out["hints"] = a.hints;
   out["runs"] = nlohmann::ordered_json::array({r.ToJson()});
   WriteSummary(a, out);
 }
@@ -162,7 +168,10 @@ void RunReplayCommand(const ReplayArgs& a) {
     }
   }
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
-  const Trace trace = ReadTraceFile(a.trace);
+  Trace trace = ReadTraceFile(a.trace);
+  ReleaseRule release;
+  release.gap_cap_s = a.gap_cap_s;
+  ApplyHints(trace, ParseHintOptions(a.hints), release);
   const auto names = ParseAblations(a.ablations);
   // Routing experiments: any of --router, --load other than medium, or a sweep.
   const bool routing = !a.routers.empty() || a.loads != "medium" || !a.lease_sweep.empty();
@@ -251,6 +260,7 @@ void RunReplayCommand(const ReplayArgs& a) {
   out["cluster"] = a.cluster;
   out["trace"] = a.trace;
   out["gap_cap_s"] = a.gap_cap_s;
+  out["hints"] = a.hints;
   out["runs"] = runs;
   WriteSummary(a, out);
 }
@@ -286,6 +296,11 @@ void AddReplayCommand(CLI::App& app) {
                   "finish, the paper's), none (fixed with slot_hold_s = 0) or adaptive (as long as the expected "
                   "saving beats the cost; docs/cluster-config.md)")
       ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
+  cmd->add_option("--hints", args->hints,
+                  "agent hints the calls carry: trace (what the trace's calls say), none, exact (each call's tool "
+                  "time is the replayed gap to its session's next call; the last call says it ends the session) or "
+                  "noisy:F (exact times a factor log-uniform in [1/F, F]); adaptive holds read them")
+      ->capture_default_str();
   cmd->add_option("--lease-sweep", args->lease_sweep,
                   "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");
   cmd->add_option("--target", args->target,

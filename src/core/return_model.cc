@@ -13,6 +13,10 @@ constexpr double kDefaultMeanLog = 0.0;  // ln 1 s
 constexpr double kDefaultSigma = 1.5;
 constexpr double kMinSigma = 0.05;  // a session whose gaps are all equal still has some spread
 constexpr double kMinGapS = 1e-3;   // ln of a zero gap
+// Before hinted returns are seen: a hint is right to within a factor of e
+// (one standard deviation of the log-ratio), and a hinted call comes back.
+constexpr double kDefaultHintSigma = 1.0;
+constexpr double kDefaultHintRate = 1.0;
 
 const double kDecay = std::exp2(-1.0 / ReturnModel::kHalfLife);
 
@@ -66,6 +70,35 @@ GapDistribution ReturnModel::For(const SessionGaps& s) const {
     var = (n * own_var + kPriorWeight * var) / (n + kPriorWeight);
   }
   return GapDistribution{return_rate(), mean, std::max(std::sqrt(var), kMinSigma)};
+}
+
+void ReturnModel::ObserveHintedCompletion() {
+  hinted_completions_ = hinted_completions_ * kDecay + 1;
+  hinted_returns_ *= kDecay;
+}
+
+void ReturnModel::ObserveHintedReturn(double gap_s, double hint_s) {
+  const double x = std::log(std::max(gap_s, kMinGapS)) - std::log(std::max(hint_s, kMinGapS));
+  hinted_returns_ = std::min(hinted_returns_ + 1, hinted_completions_);
+  hint_w_ = hint_w_ * kDecay + 1;
+  hint_sum_ = hint_sum_ * kDecay + x;
+  hint_sum_sq_ = hint_sum_sq_ * kDecay + x * x;
+}
+
+GapDistribution ReturnModel::ForHint(double hint_s) const {
+  // The observed error's mean and variance, shrunk towards the prior's
+  // (mean 0, kDefaultHintSigma) with kPriorWeight; likewise the rate.
+  double mean = 0;
+  double var = kDefaultHintSigma * kDefaultHintSigma;
+  if (hint_w_ > 0) {
+    const double own_mean = hint_sum_ / hint_w_;
+    const double own_var = std::max(hint_sum_sq_ / hint_w_ - own_mean * own_mean, 0.0);
+    mean = hint_w_ * own_mean / (hint_w_ + kPriorWeight);
+    var = (hint_w_ * own_var + kPriorWeight * var) / (hint_w_ + kPriorWeight);
+  }
+  const double rate = (hinted_returns_ + kPriorWeight * kDefaultHintRate) / (hinted_completions_ + kPriorWeight);
+  return GapDistribution{std::clamp(rate, 0.0, 1.0), std::log(std::max(hint_s, kMinGapS)) + mean,
+                         std::max(std::sqrt(var), kMinSigma)};
 }
 
 }  // namespace talaria

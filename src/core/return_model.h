@@ -13,6 +13,16 @@
 // population's kPriorWeight. The population's statistics decay with a
 // half-life of kHalfLife observations, so it follows a workload that changes.
 //
+// Agent hints: a call may say how long its tool will take before the next
+// call (expected_tool_s). Hints are untrusted, so the model learns how far
+// returns fall from them: the log-ratio of each hinted return's gap to its
+// hint, decayed like the gaps, with the rate at which hinted calls come
+// back at all. A hinted session's gap is then
+//   hint * exp(N(mu_err, sigma_err)),
+// the error's mean and spread shrunk towards an uninformed prior until a
+// few hinted returns are seen: exact hints make the distribution sharp,
+// noisy ones wide, and hints that lie are discounted like any bad predictor.
+//
 // Policy code: no clock, no I/O; O(1) to update and to query. Not synchronized.
 #pragma once
 
@@ -52,6 +62,13 @@ class ReturnModel {
   // The session's gap distribution: its own gaps shrunk towards the
   // population's, with the population's return rate.
   GapDistribution For(const SessionGaps& session) const;
+
+  // A call that carried a tool-time hint completed; a session came back
+  // `gap_s` after a call that hinted `hint_s`.
+  void ObserveHintedCompletion();
+  void ObserveHintedReturn(double gap_s, double hint_s);
+  // The gap distribution after a call that hinted `hint_s` (>= 0).
+  GapDistribution ForHint(double hint_s) const;
   // P(the session's next call arrives within `t_s` of its last completion).
   double ProbabilityWithin(const SessionGaps& session, double t_s) const { return For(session).Within(t_s); }
   // The same for a session not seen before (the population alone).
@@ -69,6 +86,13 @@ class ReturnModel {
   double w_ = 0;
   double sum_log_ = 0;
   double sum_sq_log_ = 0;
+  // The same for hinted calls: returns, completions, and the moments of
+  // log(gap / hint).
+  double hinted_returns_ = 0;
+  double hinted_completions_ = 0;
+  double hint_w_ = 0;
+  double hint_sum_ = 0;
+  double hint_sum_sq_ = 0;
 };
 
 }  // namespace talaria

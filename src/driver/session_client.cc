@@ -38,6 +38,8 @@ CallRequest TraceSessionContext::Request(const TraceCall& c, std::int64_t id) co
   r.state_tokens = state_.tokens;
   r.state_partial = state_.partial;
   r.context_partial = checkpoints_.empty() ? 0 : checkpoints_.back().partial;
+  r.expected_tool_s = c.expected_tool_s.value_or(-1.0);
+  r.session_end = c.session_end;
   return r;
 }
 

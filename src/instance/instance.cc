@@ -166,7 +166,9 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   // session lookup here (the request finds its session later anyway).
   if (config_.hold == HoldPolicy::kAdaptive) {
     if (Session* s = sessions_.Find(r->call.session_id); s != nullptr && s->finished && !s->busy) {
-      m.returns.ObserveReturn(s->gaps, ToSeconds(now - s->last_finish));
+      const double gap_s = ToSeconds(now - s->last_finish);
+      m.returns.ObserveReturn(s->gaps, gap_s);
+      if (s->hint_tool_s >= 0) m.returns.ObserveHintedReturn(gap_s, s->hint_tool_s);
     }
   }
   r->queued_prefill = FromSeconds(step_cost::CallPrefill(*m.profile, r->call.prompt_tokens, r->call.prefix_tokens));
@@ -273,7 +275,10 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   sessions_.MarkDirty(s);
   s.last_finish = now;
   s.finished = true;
+  s.hint_tool_s = r.call.expected_tool_s;
+  s.hint_end = r.call.session_end;
   m.returns.ObserveCompletion();
+  if (s.hint_tool_s >= 0) m.returns.ObserveHintedCompletion();
   // The finishes a hold may wait for: within the fixed hold, or (adaptive)
   // within a round's bound.
   const double window_s =

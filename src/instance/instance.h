@@ -86,6 +86,12 @@ struct CallRequest {
   // The prompt's token ids, for engines that compute real tokens (empty when
   // replaying sizes only). Kept alive by the caller like `chain`.
   std::span<const std::int32_t> prompt_ids;
+  // Agent hints (untrusted): the seconds the session's tool will take after
+  // this call before its next one (< 0: none), and that this call is the
+  // session's last. Slot holds read them (config.h's HoldPolicy); they
+  // cost a wrong session only its own hold.
+  double expected_tool_s = -1;
+  bool session_end = false;
 };
 
 struct CallRecord {

@@ -118,6 +118,7 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   for (auto it = recent.rbegin(); it != recent.rend() && it->first + hold > now; ++it) {
     const Session& s = *it->second;
     if (s.model != active_ || s.busy || s.last_use != it->first) continue;
+    if (s.hint_end) continue;  // it said it will not come back
     return std::min(it->first + hold, slot_end);
   }
   return kNever;
@@ -148,8 +149,11 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   gone.clear();
   for (const auto& [finished, session] : sessions_.recent_finishes()) {
     const Session& s = *session;
-    if (s.model != active_ || s.busy || s.last_finish != finished) continue;
-    HoldCandidate g{active.returns.For(s.gaps), ToSeconds(now - finished), 0};
+    if (s.model != active_ || s.busy || s.last_finish != finished || s.hint_end) continue;
+    // A tool-time hint, weighed by how well hints have predicted returns
+    // here, replaces what the session's own gaps say.
+    HoldCandidate g{s.hint_tool_s >= 0 ? active.returns.ForHint(s.hint_tool_s) : active.returns.For(s.gaps),
+                    ToSeconds(now - finished), 0};
     g.back_by_now = g.gaps.Within(g.gone_s);
     if (g.back_by_now < 1) gone.push_back(g);
   }

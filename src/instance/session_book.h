@@ -43,6 +43,10 @@ struct InstanceSession {
   SessionGaps gaps;
   TimePoint last_finish;
   bool finished = false;
+  // The last finished call's hints (CallRequest): its expected tool time
+  // (< 0: none) and whether it said it was the session's last.
+  double hint_tool_s = -1;
+  bool hint_end = false;
   // Telemetry cache of the host-restorable prefix once its checkpoint's
   // copies land, shortened by the registry's drops (-1: probe again, a drop
   // that could not be placed on its chain); probed while copies are in flight.

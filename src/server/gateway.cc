@@ -347,6 +347,7 @@ std::int64_t Gateway::Submit(const CompletionRequest& request, const std::string
   link->stream = request.stream;
   link->session_id = request.session_id;
   link->session_end = request.session_end;
+  link->expected_tool_s = request.expected_tool_s;
   link->api_key = api_key;
   link->scoped_session = ScopedSessionId(api_key, request.session_id);
   auto call = std::make_shared<Call>();

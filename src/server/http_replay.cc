@@ -60,13 +60,16 @@ std::string StreamedText(const std::string& body) {
 }
 
 // One streaming completion; times are wall seconds from `release`.
+// The call's agent hints go as headers (docs/serving.md "Agent hints").
 CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& target,
-                 const HttpReplayOptions& o, const std::string& session, const std::string& body,
+                 const HttpReplayOptions& o, const TraceCall& call, const std::string& body,
                  Clock::time_point release) {
   http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
   req.set(http::field::host, target.host);
   req.set(http::field::content_type, "application/json");
-  req.set("X-Session-Id", session);
+  req.set("X-Session-Id", call.session_id);
+  if (call.expected_tool_s) req.set("X-Expected-Tool-Seconds", std::to_string(*call.expected_tool_s));
+  if (call.session_end) req.set("X-Session-End", "true");
   if (!o.api_key.empty()) req.set(http::field::authorization, "Bearer " + o.api_key);
   req.keep_alive(true);
   req.body() = body;
@@ -132,7 +135,7 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
             std::copy_n(context.begin(), std::min(keep, prompt.size()), prompt.begin());
             context = prompt;
           }
-          const CallOutcome out = Post(socket, buffer, target, o, c.session_id,
+          const CallOutcome out = Post(socket, buffer, target, o, c,
                                        TokenCompletionBody(c.model, prompt, c.output_tokens, /*stream=*/true), release);
           for (unsigned char b : out.text) context.push_back(3 + b);
           std::lock_guard<std::mutex> lock(mu);

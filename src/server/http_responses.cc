@@ -121,11 +121,19 @@ std::string SessionHeader(const Request& req) {
   return {};
 }
 
-bool SessionEndHeader(const Request& req) {
-  auto it = req.find("X-Session-End");
-  if (it == req.end()) return false;
-  const auto v = it->value();
-  return v == "1" || boost::beast::iequals(v, "true");
+std::optional<ApiError> ReadHintHeaders(const Request& req, CompletionRequest& request) {
+  if (auto it = req.find("X-Session-End"); it != req.end()) {
+    const auto v = it->value();
+    request.session_end |= v == "1" || boost::beast::iequals(v, "true");
+  }
+  if (auto it = req.find("X-Expected-Tool-Seconds"); it != req.end()) {
+    ApiError bad;
+    const auto v = ParseExpectedToolSeconds(std::string_view(it->value().data(), it->value().size()),
+                                            "X-Expected-Tool-Seconds", bad);
+    if (!v) return bad;
+    request.expected_tool_s = *v;
+  }
+  return std::nullopt;
 }
 
 bool ParseAdminPath(const std::string& path, std::string& model, std::string& action) {

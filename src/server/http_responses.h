@@ -6,6 +6,7 @@
 
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -48,8 +49,10 @@ double KeepaliveSeconds(const Request& req);
 
 // The session a request names by header (kSessionHeaders, first found), or "".
 std::string SessionHeader(const Request& req);
-// Whether the request carries the session-end hint X-Session-End: true (or 1).
-bool SessionEndHeader(const Request& req);
+// The agent hints a request's headers carry, into `request` (they add to
+// its body's): X-Session-End: true (or 1), and X-Expected-Tool-Seconds, a
+// number of seconds in [0, 3600]; the 400 for a bad one.
+std::optional<ApiError> ReadHintHeaders(const Request& req, CompletionRequest& request);
 
 // "/admin/models/{model}/{action}" -> model, action; false for other paths.
 bool ParseAdminPath(const std::string& path, std::string& model, std::string& action);

@@ -462,7 +462,7 @@ struct HttpServer::Impl {
     auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
     if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e), label);
     CompletionRequest request = std::get<CompletionRequest>(parsed);
-    request.session_end |= SessionEndHeader(req);
+    if (auto bad = ReadHintHeaders(req, request)) co_return co_await Write(stream, ErrorResponse(req, *bad), label);
 
     auto channel = std::make_shared<CallChannel>(co_await net::this_coro::executor);
     const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(gate, channel));

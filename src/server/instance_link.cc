@@ -55,7 +55,8 @@ void LocalInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::shared
   // mapping before it is written.
   std::lock_guard<std::mutex> lock(mu_);
   const std::int64_t local = service_->SubmitTokens(call->model, call->prompt, call->max_tokens, call->scoped_session,
-                                                    std::make_shared<IdReleasingSink>(*this, call->id, std::move(sink)));
+                                                    std::make_shared<IdReleasingSink>(*this, call->id, std::move(sink)),
+                                                    AgentHints{call->expected_tool_s, call->session_end});
   live_[call->id] = local;
 }
 

@@ -32,6 +32,7 @@ struct LinkCall {
   std::string scoped_session;  // the gateway's scoped id (the same scoping the instance applies)
   std::string api_key;         // the client's key, forwarded (it scopes the session there too)
   bool session_end = false;    // agent hint: the session's last call
+  double expected_tool_s = -1;  // agent hint: its tool's seconds before the next call (-1: none)
 };
 
 // The error a link reports when the instance could not be reached, or went

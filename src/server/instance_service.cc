@@ -121,12 +121,13 @@ std::int64_t InstanceService::Submit(const CompletionRequest& request, const std
     return -1;
   }
   return SubmitTokens(request.model, std::move(std::get<std::vector<std::int32_t>>(prompt)), request.max_tokens,
-                      ScopedSessionId(api_key, request.session_id), std::move(sink));
+                      ScopedSessionId(api_key, request.session_id), std::move(sink),
+                      AgentHints{request.expected_tool_s, request.session_end});
 }
 
 std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector<std::int32_t> prompt,
                                            std::int64_t max_tokens, const std::string& session,
-                                           std::shared_ptr<CompletionSink> sink) {
+                                           std::shared_ptr<CompletionSink> sink, AgentHints hints) {
   auto call = std::make_shared<CallState>();
   call->sink = std::move(sink);
   call->computed = driver_.computes_tokens();
@@ -140,6 +141,8 @@ std::int64_t InstanceService::SubmitTokens(const std::string& model, std::vector
     match = sessions_.Find(call->session, call->prompt);
   }
   CallRequest c = PromptRequest(id, call->session, model, call->prompt, call->chain, max_tokens, match);
+  c.expected_tool_s = hints.expected_tool_s;
+  c.session_end = hints.session_end;
   ++metrics_.accepted;
 
   RealtimeInstance::Callbacks cb;

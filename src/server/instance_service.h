@@ -32,6 +32,12 @@
 
 namespace talaria {
 
+// A call's agent hints as the scheduler takes them (CallRequest).
+struct AgentHints {
+  double expected_tool_s = -1;  // -1: none
+  bool session_end = false;
+};
+
 class InstanceService final : public CompletionService {
  public:
   // `profiles` must outlive the service. Throws InputError for a bad config.
@@ -48,7 +54,7 @@ class InstanceService final : public CompletionService {
   // The call path below the HTTP layer: the prompt is already tokenized and
   // checked, `session` already scoped. Returns the call's id.
   std::int64_t SubmitTokens(const std::string& model, std::vector<std::int32_t> prompt, std::int64_t max_tokens,
-                            const std::string& session, std::shared_ptr<CompletionSink> sink);
+                            const std::string& session, std::shared_ptr<CompletionSink> sink, AgentHints hints = {});
   InstanceTelemetry Snapshot() { return driver_.Snapshot(); }
   const std::string& name() const { return driver_.name(); }
 

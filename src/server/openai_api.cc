@@ -1,5 +1,7 @@
 #include "server/openai_api.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -119,6 +121,14 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
       if (!end->is_boolean()) return Invalid("talaria.session_end", "'talaria.session_end' must be a boolean", "invalid_type");
       out.session_end = end->get<bool>();
     }
+    if (auto tool = ext->find("expected_tool_s"); tool != ext->end() && !tool->is_null()) {
+      const double v = tool->is_number() ? tool->get<double>() : -1;
+      if (!tool->is_number() || !std::isfinite(v) || v < 0 || v > kMaxExpectedToolS) {
+        return Invalid("talaria.expected_tool_s", "'talaria.expected_tool_s' must be a number of seconds in [0, 3600]",
+                       tool->is_number() ? "invalid_value" : "invalid_type");
+      }
+      out.expected_tool_s = v;
+    }
   }
   if (out.session_id.size() > 256) return Invalid(session_param, "session ids are at most 256 bytes");
   if (!PrintableUtf8(out.session_id)) {
@@ -171,6 +181,17 @@ ApiError ApiError::FromResponse(int status, std::string_view body) {
     if (s >= 400 && s <= 599) e.status = s;
   }
   return e;
+}
+
+std::optional<double> ParseExpectedToolSeconds(std::string_view text, const std::string& param, ApiError& error) {
+  double v = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 0 ||
+      v > kMaxExpectedToolS) {
+    error = Invalid(param, param + " must be a number of seconds in [0, 3600]");
+    return std::nullopt;
+  }
+  return v;
 }
 
 std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view body,

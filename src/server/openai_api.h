@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -57,6 +58,10 @@ struct CompletionRequest {
   // Agent hint: this is the session's last call (X-Session-End: true, or
   // "talaria": {"session_end": true}); its lease is not kept.
   bool session_end = false;
+  // Agent hint: the seconds the client's tool will take before the
+  // session's next call (X-Expected-Tool-Seconds, or "talaria":
+  // {"expected_tool_s": S}), in [0, kMaxExpectedToolS]; -1 when not given.
+  double expected_tool_s = -1;
 };
 
 // The headers that name a session, first match wins: X-Session-Id and the
@@ -70,6 +75,13 @@ struct ParseLimits {
 
 // `session_header` is the X-Session-Id header ("" when absent); it wins over
 // the body's fields.
+// The longest tool time a hint may announce (an hour): beyond it a hint is
+// a 400, not a clamp, so a client learns its unit was wrong.
+inline constexpr double kMaxExpectedToolS = 3600;
+// Reads a tool-time hint's text (the header's value); nullopt with `error`
+// set when it is not a number of seconds in [0, kMaxExpectedToolS].
+std::optional<double> ParseExpectedToolSeconds(std::string_view text, const std::string& param, ApiError& error);
+
 std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view body,
                                                               std::string_view session_header,
                                                               const ParseLimits& limits = {});

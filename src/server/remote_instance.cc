@@ -250,11 +250,14 @@ struct RemoteInstanceLink::Impl {
     // With keep-alives every call streams from the instance: silence then
     // means a hung instance, whatever the client asked for.
     const bool upstream_stream = rc->call->stream || options.keepalive_s > 0;
-    const Request req =
+    Request req =
         MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
                     TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
                                         rc->call->session_id),
                     upstream_stream ? options.keepalive_s : 0);
+    // The agent's hints reach the instance's scheduler too (its slot holds).
+    if (rc->call->expected_tool_s >= 0) req.set("X-Expected-Tool-Seconds", std::to_string(rc->call->expected_tool_s));
+    if (rc->call->session_end) req.set("X-Session-End", "true");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;

@@ -95,6 +95,16 @@ class RecordReader {
     return x;
   }
 
+  bool Bool(std::string_view key) {
+    const json* v = Find(key, false);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) {
+      Fail(key, "must be true or false");
+      return false;
+    }
+    return v->get<bool>();
+  }
+
   bool ok() const { return ok_; }
 
  private:
@@ -106,7 +116,8 @@ class RecordReader {
 
 const char* const kKnownKeys[] = {"session_id", "call_index",    "model",       "prompt_tokens",
                                   "prefix_tokens", "output_tokens", "gap_s",     "gap_uncapped_s",
-                                  "enqueue_s",  "token_seed",    "task"};
+                                  "enqueue_s",  "token_seed",    "task",      "expected_tool_s",
+                                  "session_end"};
 
 bool IsKnownKey(const std::string& key) {
   for (const char* k : kKnownKeys) {
@@ -174,6 +185,8 @@ Trace ReadTrace(std::istream& in, std::string_view source) {
     c.enqueue_s = r.Seconds("enqueue_s", false);
     c.token_seed = r.Seed("token_seed");
     c.task = r.String("task", false, true);
+    c.expected_tool_s = r.Seconds("expected_tool_s", false);
+    c.session_end = r.Bool("session_end");
     const bool fields_ok = r.ok();
     // Without a usable session and index the record cannot join its session.
     const auto index_it = record.find("call_index");
@@ -245,6 +258,8 @@ void WriteTraceCall(std::ostream& out, const TraceCall& c) {
   if (c.enqueue_s) j["enqueue_s"] = *c.enqueue_s;
   j["token_seed"] = c.token_seed;
   if (!c.task.empty()) j["task"] = c.task;
+  if (c.expected_tool_s) j["expected_tool_s"] = *c.expected_tool_s;
+  if (c.session_end) j["session_end"] = true;
   out << j.dump() << '\n';
 }
 

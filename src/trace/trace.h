@@ -38,6 +38,11 @@ struct TraceCall {
   std::uint64_t token_seed = 0;
   // Task identity shared by model-sessions that replay the same task; may be empty.
   std::string task;
+  // Agent hints the call carried, optional (`talaria replay --hints`): the
+  // tool time it expected before the session's next call, seconds, and
+  // whether it said it was the session's last.
+  std::optional<double> expected_tool_s;
+  bool session_end = false;
 };
 
 // Calls in file order. Sessions may interleave; within a session the calls

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "core/random.h"
+
 namespace talaria {
 namespace {
 
@@ -69,6 +71,39 @@ TEST(ReturnModelTest, ThePopulationFollowsAWorkloadThatChanges) {
     m.ObserveReturn(s, 5.0);
   }
   EXPECT_NEAR(m.median_gap_s(), 5.0, 0.5);  // the old regime weighs 2^-7.5 by now
+}
+
+// Hints: before any is checked, a hint is the median and its spread wide;
+// exact hints sharpen it; noisy ones keep it wide; hints that say "soon"
+// of sessions that never come back lose their rate.
+TEST(ReturnModelTest, HintsAreWeighedByHowWellTheyPredicted) {
+  ReturnModel fresh;
+  EXPECT_NEAR(fresh.ForHint(2.0).Within(2.0), 0.5, 1e-9);  // median at the hint, rate 1
+  EXPECT_GT(fresh.ForHint(2.0).Within(20.0), 0.95);
+
+  ReturnModel exact;
+  for (int i = 0; i < 200; ++i) {
+    exact.ObserveHintedCompletion();
+    exact.ObserveHintedReturn(0.5 + i % 7, 0.5 + i % 7);
+  }
+  const GapDistribution sharp = exact.ForHint(3.0);
+  EXPECT_GT(sharp.Within(3.6), 0.9);  // within 20% of the hint either side
+  EXPECT_LT(sharp.Within(2.5), 0.1);
+
+  ReturnModel noisy;
+  Rng rng(3);
+  for (int i = 0; i < 200; ++i) {
+    noisy.ObserveHintedCompletion();
+    noisy.ObserveHintedReturn(3.0 * std::exp(rng.Uniform(-std::log(2.0), std::log(2.0))), 3.0);
+  }
+  const GapDistribution wide = noisy.ForHint(3.0);
+  EXPECT_GT(wide.sigma_log, 0.3);  // log-uniform on [ln 1/2, ln 2]: sd 0.40
+  EXPECT_LT(wide.sigma_log, 0.5);
+  EXPECT_NEAR(wide.Within(3.0), 0.5, 0.1);
+
+  ReturnModel liars;
+  for (int i = 0; i < 200; ++i) liars.ObserveHintedCompletion();  // "back in a second", never back
+  EXPECT_LT(liars.ForHint(1.0).Within(100.0), 0.05);
 }
 
 }  // namespace

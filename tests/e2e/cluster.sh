@@ -74,8 +74,8 @@ echo "same instance inside tau: $first, cached_tokens $cached"
 curl -sS "$url/v1/timeline" > /dev/null
 sleep 0.3  # a few heartbeats of 50 ms
 timeline=$(curl -sS "$url/v1/timeline")
-echo "$timeline" | grep -q '"phase":"prefill"' || fail "the gateway's timeline shows no prefill: $timeline"
-echo "$timeline" | grep -q "\"instance\":\"$first\"" || fail "the gateway's timeline lacks $first: $timeline"
+grep -q '"phase":"prefill"' <<< "$timeline" || fail "the gateway's timeline shows no prefill: $timeline"
+grep -q "\"instance\":\"$first\"" <<< "$timeline" || fail "the gateway's timeline lacks $first: $timeline"
 echo "timeline through the gateway: $(echo "$timeline" | grep -o '"seq"' | wc -l) segments"
 
 kill -9 "${pid[$first]}"
@@ -83,7 +83,7 @@ wait "${pid[$first]}" 2>/dev/null || true
 unset "pid[$first]"
 sleep 0.2  # a heartbeat is 50 ms of wall time
 telemetry=$(curl -sS "$url/v1/telemetry")
-echo "$telemetry" | grep -q "\"healthy\":false" || fail "the gateway still thinks every instance is healthy: $telemetry"
+grep -q "\"healthy\":false" <<< "$telemetry" || fail "the gateway still thinks every instance is healthy: $telemetry"
 turn3="${turn2%]},{\"role\":\"assistant\",\"content\":\"$answer\"},{\"role\":\"tool\",\"content\":\"next\"}]"
 r3=$(chat agent-1 "$turn3")
 third=$(echo "$r3" | field instance)

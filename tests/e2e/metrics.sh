@@ -62,7 +62,9 @@ queried=$(grep -o 'talaria_[a-z0-9_]*' "$dashboard" | sort -u)
 [[ $(echo "$queried" | wc -l) -ge 20 ]] || { echo "metrics e2e: FAILED: the dashboard queries too few metrics" >&2; exit 1; }
 for m in $queried; do
   family=${m%_bucket}
-  echo "$page" | grep -q -e "^# TYPE $m " -e "^# TYPE $family histogram" ||
+  # A here-string, not `echo | grep -q`: grep -q stops at the first match,
+  # and under pipefail the echo it cut off (SIGPIPE) would fail the check.
+  grep -q -e "^# TYPE $m " -e "^# TYPE $family histogram" <<< "$page" ||
     { echo "metrics e2e: FAILED: the dashboard queries $m, which the page does not have" >&2; exit 1; }
 done
 echo "metrics e2e: ok ($(echo "$page" | grep -c '^# TYPE') families, promtool clean, $(echo "$queried" | wc -l) dashboard metrics present)"

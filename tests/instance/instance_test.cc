@@ -39,6 +39,8 @@ class Harness : public InstanceEvents {
     std::int64_t prompt;
     std::int64_t prefix;
     std::int64_t output;
+    double hint_tool_s = -1;  // agent hints (CallRequest)
+    bool session_end = false;
   };
 
   Harness(InstanceConfig config, std::vector<ModelProfile> profiles) {
@@ -149,6 +151,8 @@ class Harness : public InstanceEvents {
     chains_[i] = session.chain();
     CallRequest r = session.Request(t, static_cast<std::int64_t>(i));
     r.chain = chains_[i];
+    r.expected_tool_s = c.hint_tool_s;
+    r.session_end = c.session_end;
     instance_->Enqueue(r, now);
   }
 
@@ -441,6 +445,45 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWaitsOnlyForSessionsLikelyToReturnSoon) {
          {2.0, "b", 4, "m", 300, 251, 1}});
   EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
   EXPECT_GE(h.instance().counters().hold_hits, 1);
+}
+
+// Agent hints (issue 18): a session that says its tool takes 0.3 s keeps
+// the slot for its return while another model's call waits (it enters by
+// SP); one that says 30 s, or that it is done, does not, and the waiting
+// call goes at once. The fixed hold ignores tool times but not the end.
+TEST(ColdInstanceTest, AnAdaptiveHoldFollowsTheAgentsHints) {
+  struct Case {
+    const char* name;
+    HoldPolicy policy;
+    double hint_s;
+    bool end;
+    bool held;
+  };
+  for (const Case& k : {Case{"0.3 s", HoldPolicy::kAdaptive, 0.3, false, true},
+                        Case{"30 s", HoldPolicy::kAdaptive, 30, false, false},
+                        Case{"session end", HoldPolicy::kAdaptive, -1, true, false},
+                        Case{"fixed, session end", HoldPolicy::kFixed, -1, true, false},
+                        Case{"fixed, 30 s", HoldPolicy::kFixed, 30, false, true}}) {
+    SCOPED_TRACE(k.name);
+    InstanceConfig c = Cold({"m", "n"});
+    c.hold = k.policy;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    Harness::Call a0{0, "a", 0, "m", 100, 0, 1};
+    a0.hint_tool_s = k.hint_s;
+    a0.session_end = k.end;
+    h.Run({a0, {0.01, "x", 0, "n", 100, 0, 1}, {0.35, "a", 1, "m", 150, 101, 1}});
+    ASSERT_FALSE(h.switches().empty());
+    const double a0_done = ToSeconds(h.Finished("a0").finished);
+    const double switched = ToSeconds(h.switches().front().start);
+    if (k.held) {
+      EXPECT_GT(switched, 0.35);
+      EXPECT_EQ(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+    } else {
+      EXPECT_LT(switched, a0_done + 0.05);
+      EXPECT_NE(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+    }
+  }
 }
 
 // A hybrid model cannot roll its recurrent state back: a continuation that

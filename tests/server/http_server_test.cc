@@ -314,6 +314,27 @@ TEST_F(HttpServerTest, TimelineShowsWhatTheGpusDidAfterACursor) {
   }
 }
 
+// Hint headers: a good tool time is taken, a bad one is a 400 naming the
+// header (docs/serving.md "Agent hints").
+TEST_F(HttpServerTest, AgentHintHeadersAreCheckedAtTheDoor) {
+  StartServer();
+  const std::string body = R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]})";
+  const auto post = [&](const char* value) {
+    return Call(http::verb::post, "/v1/chat/completions", body,
+                {{"X-Session-Id", "h"}, {"X-Expected-Tool-Seconds", value}, {"X-Session-End", "false"}});
+  };
+  EXPECT_EQ(post("2.5").status, 200);
+  for (const char* bad : {"-1", "soon", "1e6", "nan"}) {
+    const Reply r = post(bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_EQ(r.Json()["error"]["param"], "X-Expected-Tool-Seconds") << r.body;
+  }
+  const Reply in_body = Chat(
+      R"({"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}],"talaria":{"expected_tool_s":-3}})", "h");
+  EXPECT_EQ(in_body.status, 400);
+  EXPECT_EQ(in_body.Json()["error"]["param"], "talaria.expected_tool_s");
+}
+
 // The dashboard page and its chart library are built in and served without
 // a key; the data they read needs one.
 TEST_F(HttpServerTest, DashboardIsBuiltInAndItsDataNeedsAKey) {

@@ -132,6 +132,29 @@ TEST(OpenAiApiTest, TheSessionEndHintIsReadFromTheExtensionObject) {
   EXPECT_FALSE(std::get<CompletionRequest>(plain).session_end);
 }
 
+// The tool-time hint: a number of seconds in [0, 3600] in the extension
+// object or the header; anything else is a 400 naming where it was.
+TEST(OpenAiApiTest, TheToolTimeHintIsCheckedAndRead) {
+  const auto hinted = ParseCompletion(R"({"model":"m","prompt":"x","talaria":{"expected_tool_s":2.5}})", "s");
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(hinted));
+  EXPECT_EQ(std::get<CompletionRequest>(hinted).expected_tool_s, 2.5);
+  EXPECT_EQ(std::get<CompletionRequest>(ParseCompletion(R"({"model":"m","prompt":"x"})", "s")).expected_tool_s, -1);
+  for (const char* bad : {R"(-1)", R"(3600.5)", R"(1e308)", R"("2")", R"(true)"}) {
+    const ApiError e = Err(ParseCompletion(
+        std::string(R"({"model":"m","prompt":"x","talaria":{"expected_tool_s":)") + bad + "}}", "s"));
+    EXPECT_EQ(e.status, 400) << bad;
+    EXPECT_EQ(e.param, "talaria.expected_tool_s") << bad;
+  }
+  ApiError e;
+  EXPECT_EQ(ParseExpectedToolSeconds("0.25", "X-Expected-Tool-Seconds", e), 0.25);
+  EXPECT_EQ(ParseExpectedToolSeconds("3600", "X-Expected-Tool-Seconds", e), 3600);
+  for (const char* bad : {"", "-0.5", "abc", "1e9", "nan", "inf", "2 s"}) {
+    EXPECT_FALSE(ParseExpectedToolSeconds(bad, "X-Expected-Tool-Seconds", e)) << bad;
+    EXPECT_EQ(e.param, "X-Expected-Tool-Seconds");
+    EXPECT_EQ(e.status, 400);
+  }
+}
+
 TEST(OpenAiApiTest, SessionsAreScopedByApiKey) {
   EXPECT_NE(ScopedSessionId("key-a", "s1"), ScopedSessionId("key-b", "s1"));
   EXPECT_EQ(ScopedSessionId("key-a", "s1"), ScopedSessionId("key-a", "s1"));

@@ -49,6 +49,8 @@ TEST(TraceTest, WriteThenReadRoundTrips) {
   b.gap_s = 10;
   b.gap_uncapped_s = 31.25;
   b.enqueue_s = 12.5;
+  a.expected_tool_s = 9.5;  // agent hints
+  b.session_end = true;
   t.calls = {a, b};
 
   std::ostringstream out;
@@ -62,6 +64,10 @@ TEST(TraceTest, WriteThenReadRoundTrips) {
   EXPECT_EQ(back.calls[1].enqueue_s, 12.5);
   EXPECT_EQ(back.calls[0].gap_uncapped_s, std::nullopt);
   EXPECT_EQ(back.calls[0].task, "task-01");
+  EXPECT_EQ(back.calls[0].expected_tool_s, 9.5);
+  EXPECT_EQ(back.calls[1].expected_tool_s, std::nullopt);
+  EXPECT_FALSE(back.calls[0].session_end);
+  EXPECT_TRUE(back.calls[1].session_end);
   std::ostringstream again;
   WriteTrace(again, back);
   EXPECT_EQ(again.str(), out.str());
@@ -140,7 +146,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SeedTooLarge", Record("a", 0, 100, 0, 5) + R"({"session_id":"b","call_index":0,"model":"m","prompt_tokens":1,"prefix_tokens":0,"output_tokens":1,"gap_s":0,"token_seed":9007199254740992})" "\n",
                 "t.jsonl:2: field 'token_seed': must be at most 2^53 - 1"},
         BadCase{"UncappedBelowCap", Record("a", 0, 100, 0, 5, R"(,"gap_uncapped_s":0.1)"),
-                "field 'gap_uncapped_s': is smaller than gap_s"}),
+                "field 'gap_uncapped_s': is smaller than gap_s"},
+        BadCase{"NegativeToolHint", Record("a", 0, 100, 0, 5, R"(,"expected_tool_s":-2)"),
+                "t.jsonl:1: field 'expected_tool_s': must be a finite number >= 0"},
+        BadCase{"SessionEndNotBool", Record("a", 0, 100, 0, 5, R"(,"session_end":1)"),
+                "t.jsonl:1: field 'session_end': must be true or false"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TraceValidationTest, ModelChangeWithinSessionIsRejected) {
