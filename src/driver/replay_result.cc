@@ -59,6 +59,7 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["unused_lease_proxy"] = unused_lease_proxy();
   j["leases_installed"] = router_counters.leases_installed;
   j["leases_consumed"] = router_counters.leases_consumed;
+  j["leases_declined"] = router_counters.leases_declined;
   j["rejected"] = rejected;
   nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
   for (const auto& [reason, n] : rejected_by_reason) reasons[reason] = n;

@@ -99,8 +99,15 @@ void Router::OnTelemetry(std::int32_t instance, const InstanceTelemetry& snapsho
   }
 }
 
+double Router::LeaseSeconds(double expected_tool_s) const {
+  const double tau = options_.lease_tau_s;
+  if (expected_tool_s < 0 || tau <= 0) return tau;
+  if (expected_tool_s > tau) return 0;
+  return std::clamp(2 * expected_tool_s, kMinHintedLease * tau, tau);
+}
+
 void Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
-                         std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now) {
+                         std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now, double expected_tool_s) {
   Impl& im = *impl_;
   const std::int32_t model_id = im.view.ModelId(model);
   im.view.ObserveOutput(model_id, output_tokens);
@@ -111,9 +118,14 @@ void Router::OnCompleted(std::string_view session_id, std::string_view model, st
   e->kv_tokens = kv_tokens;
   e->last_use = now;  // most recently used (the table reads last_use)
   e->last_done = now;
-  if (!im.policy->InstallsLeases() || options_.lease_tau_s <= 0) return;
+  if (!im.policy->InstallsLeases()) return;
+  const double lease_s = LeaseSeconds(expected_tool_s);
+  if (lease_s <= 0) {
+    if (options_.lease_tau_s > 0) ++counters_.leases_declined;
+    return;
+  }
   // The successor lease: installed only here, never by routing.
-  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(options_.lease_tau_s));
+  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(lease_s));
   ++counters_.leases_installed;
 }
 

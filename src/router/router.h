@@ -118,6 +118,7 @@ struct RouterCounters {
   std::int64_t leases_consumed = 0;
   std::int64_t leases_expired = 0;    // found expired on the return
   std::int64_t leases_discarded = 0;  // live, but unhealthy instance or lost prefix
+  std::int64_t leases_declined = 0;   // not installed: the call's hint put its return past tau
   std::int64_t overloads = 0;
   std::int64_t stale_exclusions = 0;
 };
@@ -147,8 +148,17 @@ class Router {
 
   // The completion hook: updates the session table from the response's
   // usage and (full router, tau > 0) installs the successor lease.
+  // The successor lease's length after a completion whose call hinted
+  // `expected_tool_s` (< 0: no hint): tau without a hint; with one, no
+  // lease when the hinted return falls past tau (it could not use it:
+  // the admission unit it holds goes to others), else twice the hint,
+  // within [kMinHintedLease x tau, tau]. Never longer than tau, so a
+  // hostile hint costs nobody more than a plain lease (issue 18).
+  static constexpr double kMinHintedLease = 0.1;
+  double LeaseSeconds(double expected_tool_s) const;
   void OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
-                   std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now);
+                   std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,
+                   double expected_tool_s = -1);
 
   // The client said the session has ended (an agent hint): its entry and
   // its lease go now, so the lease charges no slot for a return that will

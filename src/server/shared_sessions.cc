@@ -72,13 +72,13 @@ void SharedSessions::TakeAsync(std::string session, std::function<void(std::opti
 }
 
 void SharedSessions::CompleteAsync(std::string session, SessionRecord record, TimePoint now,
-                                   std::function<void()> done) {
+                                   std::function<void()> done, double lease_s) {
   if (!store_) return done();
   Task t;
   t.op.kind = StoreOp::Kind::kComplete;
   t.op.session = std::move(session);
   t.op.record = std::move(record);
-  t.op.lease_s = lease_tau_s_;
+  t.op.lease_s = lease_s < 0 ? lease_tau_s_ : std::min(lease_s, lease_tau_s_);
   t.op.keep_s = keep_s_;
   t.now = now;
   t.done = std::move(done);
@@ -132,8 +132,8 @@ void SharedSessions::Execute(std::vector<Task>& batch) {
   // Completions and ends the store did not take are kept for the resync.
   auto keep = [&] {
     for (auto& t : batch) {
-      if (t.op.kind == StoreOp::Kind::kComplete) KeepLocked(t.op.session, Pending{t.op.record, t.now, false});
-      if (t.op.kind == StoreOp::Kind::kEnd) KeepLocked(t.op.session, Pending{t.op.record, TimePoint{}, true});
+      if (t.op.kind == StoreOp::Kind::kComplete) KeepLocked(t.op.session, Pending{t.op.record, t.now, false, t.op.lease_s});
+      if (t.op.kind == StoreOp::Kind::kEnd) KeepLocked(t.op.session, Pending{t.op.record, TimePoint{}, true, 0});
     }
   };
   bool answered = false;
@@ -203,8 +203,8 @@ bool SharedSessions::Resync(TimePoint now) {
         }
         op.kind = StoreOp::Kind::kComplete;
         op.record.done_age_s = std::max(0.0, ToSeconds(now - p.done));
-        // The lease keeps what is left of tau; an expired one is not written.
-        op.lease_s = std::max(0.0, lease_tau_s_ - op.record.done_age_s);
+        // The lease keeps what is left of its length; an expired one is not written.
+        op.lease_s = std::max(0.0, p.lease_s - op.record.done_age_s);
         op.keep_s = keep_s_;
       }
       if (store_->Run(ops) != SessionStore::Status::kOk) {

@@ -61,7 +61,10 @@ class SharedSessions {
   void TakeAsync(std::string session, std::function<void(std::optional<SessionRecord>)> done);
   // A call of the session completed at `now`: writes its record and lease
   // (or keeps them for the resync while the store is down), then `done`.
-  void CompleteAsync(std::string session, SessionRecord record, TimePoint now, std::function<void()> done);
+  // `lease_s`: the successor lease's length (the router's LeaseSeconds;
+  // < 0: the configured tau).
+  void CompleteAsync(std::string session, SessionRecord record, TimePoint now, std::function<void()> done,
+                     double lease_s = -1);
   // The session ended (a client hint; `last` names its last instance and
   // model): removes its record and lease, then `done`.
   void EndAsync(std::string session, SessionRecord last, std::function<void()> done);
@@ -84,6 +87,7 @@ class SharedSessions {
     SessionRecord record;
     TimePoint done;
     bool ended = false;
+    double lease_s = 0;  // the lease the completion was given
   };
   // A queued operation and whom to tell.
   struct Task {

@@ -420,6 +420,30 @@ TEST_F(RouterTest, SessionTableIsBounded) {
   EXPECT_LE(r->sessions(), 100u);
 }
 
+// Leases sized from the tool-time hint (issue 18): none when the hinted
+// return falls past tau, twice the hint within [0.1 tau, tau] otherwise,
+// tau without a hint; a hostile hint never gets more than tau.
+TEST_F(RouterTest, ALeaseIsSizedFromTheToolTimeHint) {
+  RouterOptions o;
+  o.lease_tau_s = 2;
+  auto r = Make(o);
+  EXPECT_EQ(r->LeaseSeconds(-1), 2);
+  EXPECT_EQ(r->LeaseSeconds(0.5), 1);
+  EXPECT_EQ(r->LeaseSeconds(0), 0.2);
+  EXPECT_EQ(r->LeaseSeconds(1.5), 2);
+  EXPECT_EQ(r->LeaseSeconds(3), 0);
+  EXPECT_EQ(r->LeaseSeconds(1e9), 0);
+  Feed(*r, 2, 0);
+  r->Route(Req("far", false), AtSeconds(0.1));
+  r->OnCompleted("far", "m", 0, 100, 10, AtSeconds(0.2), /*expected_tool_s=*/30);
+  EXPECT_EQ(r->LeaseOf("far", AtSeconds(0.3)), -1);  // back in 30 s: no lease holds a slot for it
+  EXPECT_EQ(r->counters().leases_declined, 1);
+  r->Route(Req("near", false), AtSeconds(0.1));
+  r->OnCompleted("near", "m", 1, 100, 10, AtSeconds(0.2), /*expected_tool_s=*/0.3);
+  EXPECT_EQ(r->LeaseOf("near", AtSeconds(0.7)), 1);   // live for 2 x 0.3 s
+  EXPECT_EQ(r->LeaseOf("near", AtSeconds(0.85)), -1);
+}
+
 TEST(RouterPolicyTest, NamesRoundTrip) {
   for (const char* name : {"full", "least-pressure", "session-sticky", "round-robin", "prefix-aware"}) {
     RouterPolicy p;
