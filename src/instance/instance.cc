@@ -291,6 +291,8 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
                                          m.profile->h2d_bytes_per_s, s.owner);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
+    // A session that said it ended is the first to give up host room.
+    if (s.hint_end) hkvr_.Demote(m.id, chain, s.owner);
     s.checkpoint_done = result.done;
     // Once its copies land the registry holds this much of the chain; an
     // eviction since reaches it through the registry's drop log.

@@ -66,6 +66,24 @@ void HostKvRegistry::LruAppend(Segment& s) {
   lru_tail_ = &s;
 }
 
+void HostKvRegistry::LruPrepend(Segment& s) {
+  s.lru_prev = nullptr;
+  s.lru_next = lru_head_;
+  (lru_head_ != nullptr ? lru_head_->lru_prev : lru_tail_) = &s;
+  lru_head_ = &s;
+}
+
+void HostKvRegistry::Demote(ModelId model, BlockChain chain, ChainOwner owner) {
+  // In chain order, each to the front: the deepest segment is evicted first.
+  Walk(model, chain, static_cast<std::int32_t>(chain.size()), walk_);
+  for (const Match& m : walk_) {
+    Segment& s = *m.segment;
+    if (s.owner != owner || s.shared || lru_head_ == &s) continue;
+    LruUnlink(s);
+    LruPrepend(s);
+  }
+}
+
 void HostKvRegistry::LruUnlink(Segment& s) {
   (s.lru_prev != nullptr ? s.lru_prev->lru_next : lru_head_) = s.lru_next;
   (s.lru_next != nullptr ? s.lru_next->lru_prev : lru_tail_) = s.lru_prev;

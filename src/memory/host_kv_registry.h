@@ -105,6 +105,12 @@ class HostKvRegistry {
   // state at exactly that point).
   bool HoldsTail(ModelId model, BlockChain chain) const;
 
+  // The session `owner` said it ended (an agent hint): the segments of
+  // `chain` that only it holds go to the front of the eviction order, so
+  // they are the first to make room; nothing is freed now (the hint may be
+  // wrong, and the blocks stay restorable until room is needed).
+  void Demote(ModelId model, BlockChain chain, ChainOwner owner);
+
   // Restore DMA: pins the first `blocks` of `chain` so eviction cannot free
   // them; Unpin when the copy completes.
   void Pin(ModelId model, BlockChain chain, std::int32_t blocks);
@@ -213,6 +219,7 @@ class HostKvRegistry {
   void TrimTail(Segment& s);
   void Touch(Segment& s);
   void LruAppend(Segment& s);
+  void LruPrepend(Segment& s);
   void LruUnlink(Segment& s);
   void TouchMatches();  // walk_ tail first
   void LogDrop(const Segment& s, PrefixHash dropped);

@@ -99,6 +99,28 @@ TEST(HostKvRegistryTest, EvictionDropsRadixReferenceButPinnedBytesStay) {
   hkvr.Unpin(0, a, 2);
 }
 
+// A session that said it ended gives up its host room first: without the
+// hint the least recently used chain (a) goes; with it, the ended session's
+// (b) goes although it was used later.
+TEST(HostKvRegistryTest, AnEndedSessionsChainIsEvictedFirst) {
+  for (bool ended : {false, true}) {
+    SCOPED_TRACE(ended ? "b ended" : "no hint");
+    const auto a = Chain(11, 64 * 2);
+    const auto b = Chain(12, 64 * 2);
+    const auto c = Chain(13, 64 * 2);
+    HostKvRegistry hkvr(400);
+    hkvr.Checkpoint(0, a, 2, 100, 0, AtSeconds(0), kRate, /*owner=*/1);
+    hkvr.CompleteCopies(AtSeconds(1));
+    hkvr.Checkpoint(0, b, 2, 100, 0, AtSeconds(1), kRate, /*owner=*/2);
+    hkvr.CompleteCopies(AtSeconds(2));
+    if (ended) hkvr.Demote(0, b, /*owner=*/2);
+    hkvr.Checkpoint(0, c, 2, 100, 0, AtSeconds(2), kRate, /*owner=*/3);  // needs two blocks' room
+    EXPECT_EQ(hkvr.Probe(0, a), ended ? 2 : 0);
+    EXPECT_EQ(hkvr.Probe(0, b), ended ? 0 : 2);
+    hkvr.Demote(0, a, /*owner=*/9);  // another owner's hint moves nothing
+  }
+}
+
 TEST(HostKvRegistryTest, EvictionTrimsChainsFromTheTail) {
   const auto a = Chain(7, 64 * 4);
   const auto b = Chain(8, 64 * 2);
