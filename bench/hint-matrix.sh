@@ -10,16 +10,11 @@
 #   bench/hint-matrix.sh > /tmp/hints.md        (SEED=1 by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${TALARIA:-build/talaria}
-OUT=${OUT:-build/hint-matrix}
-SEED=${SEED:-1}
-mkdir -p "$OUT"
-FAMILIES="agent-short long-gap-tools chat-paced burst flat-popularity steep-popularity"
+source bench/families.sh build/hint-matrix
 HINTS="none exact noisy:2"
 names=()
 for f in $FAMILIES; do
-  "$B" trace gen --preset "$f" --seed "$SEED" --models qwen3-235b-a22b,glm-5-nvfp4,qwen3.5-122b-a10b -o "$OUT/$f-tp8.jsonl"
-  "$B" trace gen --preset "$f" --seed "$SEED" --models qwen3-32b,qwen2.5-32b-instruct,qwen3.5-35b-a3b -o "$OUT/$f-tp4.jsonl"
+  gen_family "$f"
   for h in $HINTS; do
     "$B" replay -q --cluster configs/tp8-three-models.toml --trace "$OUT/$f-tp8.jsonl" --ablations talaria \
         --hold adaptive --hints "$h" --load all --gap-cap 300 --json "$OUT/$f-tp8-${h/:/}.json"

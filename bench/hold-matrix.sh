@@ -13,11 +13,7 @@
 #   bench/hold-matrix.sh > /tmp/hold.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${TALARIA:-build/talaria}
-OUT=${OUT:-build/hold-matrix}
-SEED=${SEED:-1}
-mkdir -p "$OUT"
-FAMILIES="agent-short long-gap-tools chat-paced burst flat-popularity steep-popularity"
+source bench/families.sh build/hold-matrix
 run() {  # name cluster trace extra...
   local name=$1 cluster=$2 trace=$3
   shift 3
@@ -30,8 +26,7 @@ run() {  # name cluster trace extra...
 }
 names=()
 for f in $FAMILIES; do
-  "$B" trace gen --preset "$f" --seed "$SEED" --models qwen3-235b-a22b,glm-5-nvfp4,qwen3.5-122b-a10b -o "$OUT/$f-tp8.jsonl"
-  "$B" trace gen --preset "$f" --seed "$SEED" --models qwen3-32b,qwen2.5-32b-instruct,qwen3.5-35b-a3b -o "$OUT/$f-tp4.jsonl"
+  gen_family "$f"
   run "$f-tp8" configs/tp8-three-models.toml "$OUT/$f-tp8.jsonl"
   run "$f-tp4" configs/tp4-two-workers.toml "$OUT/$f-tp4.jsonl" --router full
   names+=("$f-tp8" "$f-tp4")

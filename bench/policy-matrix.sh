@@ -14,16 +14,9 @@
 # the same tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${TALARIA:-build/talaria}
-OUT=${OUT:-build/policy-matrix}
-SEED=${SEED:-1}
-mkdir -p "$OUT"
-FAMILIES="agent-short long-gap-tools chat-paced burst flat-popularity steep-popularity"
-TP4_MODELS=qwen3-32b,qwen2.5-32b-instruct,qwen3.5-35b-a3b
-TP8_MODELS=qwen3-235b-a22b,glm-5-nvfp4,qwen3.5-122b-a10b
+source bench/families.sh build/policy-matrix
 for f in $FAMILIES; do
-  "$B" trace gen --preset "$f" --seed "$SEED" --models "$TP4_MODELS" -o "$OUT/$f-tp4.jsonl"
-  "$B" trace gen --preset "$f" --seed "$SEED" --models "$TP8_MODELS" -o "$OUT/$f-tp8.jsonl"
+  gen_family "$f"
   "$B" replay -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
       --router all --load all --gap-cap 300 --json "$OUT/$f-tp4.json"
   "$B" replay -q --cluster configs/tp8-three-models.toml --trace "$OUT/$f-tp8.jsonl" --ablations all \

@@ -110,6 +110,16 @@ void PrintRow(const ReplayResult& r) {
               static_cast<long long>(r.counters.host_capacity_misses));
 }
 
+// The trace, its calls carrying the hints --hints asks for (the gaps as
+// the replay releases them: --gap-cap applied).
+Trace ReadTraceWithHints(const ReplayArgs& a) {
+  Trace trace = ReadTraceFile(a.trace);
+  ReleaseRule release;
+  release.gap_cap_s = a.gap_cap_s;
+  ApplyHints(trace, ParseHintOptions(a.hints), release);
+  return trace;
+}
+
 // The summary {"runs": [...]} to --json, and the HTML report to --report.
 void WriteSummary(const ReplayArgs& a, const nlohmann::ordered_json& out) {
   if (!a.json_path.empty()) {
@@ -127,10 +137,7 @@ void WriteSummary(const ReplayArgs& a, const nlohmann::ordered_json& out) {
 }
 
 void RunHttpReplay(const ReplayArgs& a) {
-  Trace trace = ReadTraceFile(a.trace);
-  ReleaseRule release;
-  release.gap_cap_s = a.gap_cap_s;
-  ApplyHints(trace, ParseHintOptions(a.hints), release);
+  const Trace trace = ReadTraceWithHints(a);
   HttpReplayOptions o;
   o.target = a.target;
   o.api_key = a.api_key;
@@ -168,10 +175,7 @@ void RunReplayCommand(const ReplayArgs& a) {
     }
   }
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
-  Trace trace = ReadTraceFile(a.trace);
-  ReleaseRule release;
-  release.gap_cap_s = a.gap_cap_s;
-  ApplyHints(trace, ParseHintOptions(a.hints), release);
+  const Trace trace = ReadTraceWithHints(a);
   const auto names = ParseAblations(a.ablations);
   // Routing experiments: any of --router, --load other than medium, or a sweep.
   const bool routing = !a.routers.empty() || a.loads != "medium" || !a.lease_sweep.empty();

@@ -83,9 +83,10 @@ class ControlPlane {
 
   // --- The completion hook: the session table and the successor lease.
   bool EndSession(std::string_view session_id) { return router_.EndSession(session_id); }
-  void OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
-                   std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now, double expected_tool_s = -1) {
-    router_.OnCompleted(session_id, model, instance, kv_tokens, output_tokens, now, expected_tool_s);
+  // Returns the successor lease's length (Router::OnCompleted).
+  double OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
+                     std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now, double expected_tool_s = -1) {
+    return router_.OnCompleted(session_id, model, instance, kv_tokens, output_tokens, now, expected_tool_s);
   }
 
   // --- Shared state (gateway replicas): Router::AdoptSession and

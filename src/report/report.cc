@@ -67,10 +67,7 @@ json ReadJsonFile(const std::string& path) {
   text << in.rdbuf();
   json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw InputError(path, "not JSON (expected a `talaria replay --json` summary)");
-  if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array()) {
-    throw InputError(path, "no \"runs\" array (expected a `talaria replay --json` summary)");
-  }
-  return j;
+  return j;  // its shape is checked with the summaries given in memory (BuildReportData)
 }
 
 int IndexOf(std::string_view value, auto const& names) {

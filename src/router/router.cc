@@ -106,27 +106,29 @@ double Router::LeaseSeconds(double expected_tool_s) const {
   return std::clamp(2 * expected_tool_s, kMinHintedLease * tau, tau);
 }
 
-void Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
-                         std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now, double expected_tool_s) {
+double Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
+                           std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,
+                           double expected_tool_s) {
   Impl& im = *impl_;
   const std::int32_t model_id = im.view.ModelId(model);
   im.view.ObserveOutput(model_id, output_tokens);
   SessionEntry* e = im.sessions.Find(session_id);
-  if (e == nullptr) return;  // evicted from the table meanwhile
+  if (e == nullptr) return 0;  // evicted from the table meanwhile
   e->last_instance = instance;
   e->model = model_id;
   e->kv_tokens = kv_tokens;
   e->last_use = now;  // most recently used (the table reads last_use)
   e->last_done = now;
-  if (!im.policy->InstallsLeases()) return;
+  if (!im.policy->InstallsLeases()) return 0;
   const double lease_s = LeaseSeconds(expected_tool_s);
   if (lease_s <= 0) {
     if (options_.lease_tau_s > 0) ++counters_.leases_declined;
-    return;
+    return 0;
   }
   // The successor lease: installed only here, never by routing.
   im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(lease_s));
   ++counters_.leases_installed;
+  return lease_s;
 }
 
 void Router::AdoptSession(std::string_view session_id, const SharedSession& shared, TimePoint now) {

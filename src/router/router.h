@@ -156,7 +156,8 @@ class Router {
   // hostile hint costs nobody more than a plain lease (issue 18).
   static constexpr double kMinHintedLease = 0.1;
   double LeaseSeconds(double expected_tool_s) const;
-  void OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
+  // Returns the successor lease's length, seconds (0: none installed).
+  double OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
                    std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,
                    double expected_tool_s = -1);
 

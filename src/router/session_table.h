@@ -93,14 +93,15 @@ class SessionTable {
   // The entry for a session, created (most recently used) if absent.
   SessionEntry& Entry(std::string_view id, TimePoint now);
   SessionEntry& Add(std::string_view id, TimePoint now);
-  // The front of the FIFO that may go: an entry not used since it was
-  // queued (others are requeued, places of erased entries dropped); null
-  // when the FIFO is empty.
-  decltype(auto) Victim();
-
   // Open addressing (one probe of contiguous slots per lookup, the key and
   // entry inline): a decision looks its session up among ~100,000.
-  absl::flat_hash_map<std::string, SessionEntry, StringHash, std::equal_to<>> entries_;
+  using Entries = absl::flat_hash_map<std::string, SessionEntry, StringHash, std::equal_to<>>;
+  // The front of the FIFO that may go: an entry not used since it was
+  // queued (others are requeued, places of erased entries dropped);
+  // entries_.end() when the FIFO is empty.
+  Entries::iterator Victim();
+
+  Entries entries_;
   struct Queued {
     std::string id;
     TimePoint use;  // the entry's last_use when queued: its place is current iff equal to queued_use
@@ -114,7 +115,7 @@ class SessionTable {
 KvState CachedState(const ClusterView& view, std::int32_t index, const SessionEntry& entry, std::int32_t model,
                     std::int64_t& tokens);
 
-inline decltype(auto) SessionTable::Victim() {
+inline SessionTable::Entries::iterator SessionTable::Victim() {
   while (!fifo_.empty()) {
     auto it = entries_.find(fifo_.front().id);
     if (it == entries_.end() || it->second.queued_use != fifo_.front().use) {

@@ -474,7 +474,7 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
   const TimePoint now = Now();
   const LinkCall& c = *call->link;
   SessionRecord record;
-  double lease_s = 0;  // the successor lease the router sized (shared with the other replicas)
+  double lease_s = 0;  // the successor lease the router installed (shared with the other replicas)
   {
     std::vector<std::int32_t> context = c.prompt;
     AppendByteTokens(context, call->output_text);
@@ -487,10 +487,9 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (share) record.instance = links_[static_cast<std::size_t>(call->instance)]->name();
-    control_.OnCompleted(c.scoped_session, c.model, call->instance,
-                         static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens, usage.completion_tokens,
-                         now, c.expected_tool_s);
-    lease_s = control_.router().LeaseSeconds(c.expected_tool_s);
+    lease_s = control_.OnCompleted(c.scoped_session, c.model, call->instance,
+                                   static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens,
+                                   usage.completion_tokens, now, c.expected_tool_s);
     sessions_.Update(c.scoped_session, std::move(context), call->submitted, now);
     // The client said the session ends here: no lease holds a slot for a
     // return that will not come (the hint costs only this session's locality).

@@ -79,7 +79,7 @@ class LocalInstanceLink final : public InstanceLink {
   void PollTelemetry(std::function<void(std::optional<InstanceTelemetry>)> done) override {
     done(service_->Snapshot());
   }
-  nlohmann::json Timeline(std::uint64_t after) override { return service_->Timeline({after})["instances"][0]; }
+  nlohmann::json Timeline(std::uint64_t after) override { return service_->TimelineEntry(after); }
   InstanceService& service() { return *service_; }
 
  private:

@@ -185,9 +185,13 @@ bool InstanceService::Cancel(std::int64_t id) {
 
 nlohmann::json InstanceService::Telemetry() { return TelemetryToJson(driver_.Snapshot()); }
 
+nlohmann::json InstanceService::TimelineEntry(std::uint64_t after) {
+  const RealtimeInstance::TimelineView v = driver_.Timeline(after);
+  return TimelineToJson(name(), v.now, v.segments, v.open);
+}
+
 nlohmann::json InstanceService::Timeline(const std::vector<std::uint64_t>& after) {
-  const RealtimeInstance::TimelineView v = driver_.Timeline(after.empty() ? 0 : after.front());
-  return nlohmann::json{{"instances", nlohmann::json::array({TimelineToJson(name(), v.now, v.segments, v.open)})}};
+  return nlohmann::json{{"instances", nlohmann::json::array({TimelineEntry(after.empty() ? 0 : after.front())})}};
 }
 
 std::variant<nlohmann::json, ApiError> InstanceService::Admin(const std::string& model, const std::string& action) {

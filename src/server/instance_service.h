@@ -65,6 +65,8 @@ class InstanceService final : public CompletionService {
   std::vector<std::string> Models() const override { return catalog_.Models(); }
   nlohmann::json Telemetry() override;
   nlohmann::json Timeline(const std::vector<std::uint64_t>& after) override;
+  // This instance's entry of Timeline (server/timeline_json.h).
+  nlohmann::json TimelineEntry(std::uint64_t after);
   std::size_t TimelineInstances() const override { return 1; }
   std::variant<nlohmann::json, ApiError> Admin(const std::string& model, const std::string& action) override;
   bool RequiresApiKey() const override { return !api_keys_.empty(); }

@@ -328,24 +328,28 @@ struct RemoteInstanceLink::Impl {
     }
   }
 
-  net::awaitable<void> RunPoll(std::function<void(std::optional<InstanceTelemetry>)> done) {
-    const Request req = MakeRequest(http::verb::get, "/v1/telemetry", host_header, options.poll_key, "");
+  // A poll's GET: the body of a 200 answer within the poll timeout (the
+  // connection kept for reuse), or nullopt.
+  net::awaitable<std::optional<std::string>> PollGet(const std::string& target) {
+    const Request req = MakeRequest(http::verb::get, target, host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;
-    std::optional<InstanceTelemetry> result;
     std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, failure);
-    if (conn != nullptr && header->get().result_int() == 200) {
-      http::response_parser<http::string_body> body{std::move(*header)};
-      body.body_limit(kMaxTelemetryBytes);
-      boost::system::error_code ec;
-      conn->expires_after(Wall(options.poll_timeout_s));
-      co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
-      if (!ec) {
-        result = ParseTelemetry(body.get().body());
-        if (body.keep_alive()) Pool(std::move(conn));
-      }
-    }
+    if (conn == nullptr || header->get().result_int() != 200) co_return std::nullopt;
+    http::response_parser<http::string_body> body{std::move(*header)};
+    body.body_limit(kMaxTelemetryBytes);
+    boost::system::error_code ec;
+    conn->expires_after(Wall(options.poll_timeout_s));
+    co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return std::nullopt;
+    if (body.keep_alive()) Pool(std::move(conn));
+    co_return std::move(body.get().body());
+  }
+
+  net::awaitable<void> RunPoll(std::function<void(std::optional<InstanceTelemetry>)> done) {
+    std::optional<InstanceTelemetry> result;
+    if (auto text = co_await PollGet("/v1/telemetry")) result = ParseTelemetry(*text);
     const bool answered = result.has_value();
     done(std::move(result));
     // While a dashboard watches: the timeline's new segments too.
@@ -354,20 +358,9 @@ struct RemoteInstanceLink::Impl {
   }
 
   net::awaitable<void> PollTimeline(std::uint64_t after) {
-    const Request req = MakeRequest(http::verb::get, "/v1/timeline?after=" + std::to_string(after), host_header,
-                                    options.poll_key, "");
-    beast::flat_buffer buffer;
-    std::unique_ptr<HeaderParser> header;
-    Failure failure;
-    std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, failure);
-    if (conn == nullptr || header->get().result_int() != 200) co_return;
-    http::response_parser<http::string_body> body{std::move(*header)};
-    body.body_limit(kMaxTelemetryBytes);
-    boost::system::error_code ec;
-    conn->expires_after(Wall(options.poll_timeout_s));
-    co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return;
-    const json j = json::parse(body.get().body(), nullptr, /*allow_exceptions=*/false);
+    const auto text = co_await PollGet("/v1/timeline?after=" + std::to_string(after));
+    if (!text) co_return;
+    const json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     const json* entry = nullptr;
     if (j.is_object() && j.contains("instances") && j["instances"].is_array() && j["instances"].size() == 1) {
       entry = &j["instances"][0];
@@ -375,7 +368,6 @@ struct RemoteInstanceLink::Impl {
     if (entry == nullptr || !timeline.Merge(*entry, std::chrono::steady_clock::now())) {
       std::fprintf(stderr, "talaria gateway: bad timeline from '%s'\n", name.c_str());
     }
-    if (body.keep_alive()) Pool(std::move(conn));
   }
 
   std::optional<InstanceTelemetry> ParseTelemetry(const std::string& text) {

@@ -1,0 +1,20 @@
+# Sourced by the matrix scripts (policy-matrix.sh, hold-matrix.sh,
+# hint-matrix.sh): the setting they share and the workload families' traces.
+# Expects to run from the repository root; sets B (the binary, $TALARIA or
+# build/talaria), OUT (created; $OUT or the given default), SEED ($SEED or
+# 1) and FAMILIES.
+#   source bench/families.sh build/policy-matrix
+B=${TALARIA:-build/talaria}
+OUT=${OUT:-$1}
+SEED=${SEED:-1}
+mkdir -p "$OUT"
+FAMILIES="agent-short long-gap-tools chat-paced burst flat-popularity steep-popularity"
+TP4_MODELS=qwen3-32b,qwen2.5-32b-instruct,qwen3.5-35b-a3b
+TP8_MODELS=qwen3-235b-a22b,glm-5-nvfp4,qwen3.5-122b-a10b
+
+# Writes family $1's traces for the two testbeds: $OUT/$1-tp4.jsonl (the
+# TP=4 models) and $OUT/$1-tp8.jsonl (the TP=8 models).
+gen_family() {
+  "$B" trace gen --preset "$1" --seed "$SEED" --models "$TP4_MODELS" -o "$OUT/$1-tp4.jsonl"
+  "$B" trace gen --preset "$1" --seed "$SEED" --models "$TP8_MODELS" -o "$OUT/$1-tp8.jsonl"
+}
