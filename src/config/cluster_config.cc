@@ -130,6 +130,15 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("block_tokens", ic.block_tokens, 1, 1 << 16);
       r.Optional("staging_chunk_mib", ic.staging_chunk_mib, 1, 1 << 20);
       r.Optional("host_kv_gib_per_rank", ic.host_kv_gib_per_rank, 0, 1 << 20);
+      std::string state_checkpoints = ToString(ic.state_checkpoints);
+      r.Optional("state_checkpoints", state_checkpoints);
+      if (state_checkpoints == "doubling") {
+        ic.state_checkpoints = StateCheckpoints::kDoubling;
+      } else if (state_checkpoints == "context_end") {
+        ic.state_checkpoints = StateCheckpoints::kContextEnd;
+      } else {
+        r.Fail("state_checkpoints", t->get("state_checkpoints"), "must be \"doubling\" or \"context_end\"");
+      }
       r.Optional("ttft_target_s", ic.ttft_target_s, 0.01, 1e5);
       r.Optional("tpot_target_s", ic.tpot_target_s, 1e-4, 1e3);
       r.Optional("gamma", ic.gamma, 0.01, 0.999);

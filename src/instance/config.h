@@ -19,6 +19,21 @@ enum class HoldPolicy {
 };
 inline const char* ToString(HoldPolicy h) { return h == HoldPolicy::kFixed ? "fixed" : "adaptive"; }
 
+// Where a hybrid model's recurrent state goes to host with a session's
+// checkpoint. Its state cannot be rolled back, so a host restore reaches
+// only a point where a state was kept; a call that rewinds its context to
+// before the last such point recomputes the rest.
+enum class StateCheckpoints {
+  kContextEnd,  // where each context ended (a rewind inside one recomputes it all)
+  // Also at 1, 2, 4, 8, ... blocks, as the call's prefill and decode pass
+  // them: a rewind to p restores at least half of p, for log2(context)
+  // more states per session (shared by sessions whose prefixes agree).
+  kDoubling,
+};
+inline const char* ToString(StateCheckpoints c) {
+  return c == StateCheckpoints::kContextEnd ? "context_end" : "doubling";
+}
+
 struct Ablation {
   bool sp = true;           // session-prefill: admit continuations mid-slot
   bool hkvr = true;         // host KV registry keeps session KV across switches
@@ -52,6 +67,7 @@ struct InstanceConfig {
   std::int32_t block_tokens = 64;      // assumption: KV page / HKVR block size
   double staging_chunk_mib = 256;      // assumption: staging chunk size
   double host_kv_gib_per_rank = 96;    // assumption: 2 TB host (§5.1) less host weights, over 8 ranks
+  StateCheckpoints state_checkpoints = StateCheckpoints::kDoubling;
 
   // Scheduler (Eq.3-5).
   double ttft_target_s = 20.0;  // assumption: T_TTFT; the paper's Talaria TTFT p95 is 14.2 s

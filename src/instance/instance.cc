@@ -287,9 +287,10 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   if (config_.ablation.hkvr) {
     TakeHostDrops();  // drops so far concern the chain as it was before this checkpoint
     const BlockChain chain = s.host_chain();
+    InteriorStatePoints(r, chain.size());
     const auto result = hkvr_.Checkpoint(m.id, chain, static_cast<std::int32_t>(chain.size()),
                                          m.block_bytes, m.profile->RecurrentStateBytesPerRank(), now,
-                                         m.profile->h2d_bytes_per_s, s.owner);
+                                         m.profile->h2d_bytes_per_s, s.owner, state_points_);
     if (result.missed_blocks > 0) ++counters_.host_capacity_misses;
     // A session that said it ended is the first to give up host room.
     if (s.hint_end) hkvr_.Demote(m.id, chain, s.owner);
@@ -315,6 +316,17 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   const std::int64_t id = r.call.id;
   events.OnFinished(rec);
   requests_.erase(id);
+}
+
+void Instance::InteriorStatePoints(const Request& r, std::size_t chain_blocks) {
+  state_points_.clear();
+  if (!Hybrid(r) || config_.state_checkpoints != StateCheckpoints::kDoubling) return;
+  // The state exists only where this call computed: past what it reused.
+  for (std::size_t g = 1; g < chain_blocks; g *= 2) {
+    if (static_cast<std::int64_t>(g) * config_.block_tokens > r.reused) {
+      state_points_.push_back(static_cast<std::int32_t>(g));
+    }
+  }
 }
 
 void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents& events) {

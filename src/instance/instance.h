@@ -339,9 +339,17 @@ class Instance {
   // were held). Cached against the registry's version.
   std::int32_t HostBlocks(const Request& r);
   // The chain a host restore of `r` looks up: its prompt's blocks; for a
-  // hybrid model, the chain to its latest state checkpoint (with the
-  // partial block that ends there, if any).
+  // hybrid model, the chain to the state point `r.host_state_tokens` (with
+  // the partial block that ends there, if any).
   BlockChain HostChain(const Request& r) const;
+  BlockChain HostChain(const Request& r, std::int64_t state_tokens) const;
+  // A hybrid call's latest restorable state point (tokens; 0: none): its
+  // context-end checkpoint (CallRequest::state_tokens) or an interior one
+  // (config.h's StateCheckpoints), whichever is later and held whole.
+  std::int64_t FindStatePoint(const Request& r, ModelId id) const;
+  // The interior state points of a hybrid call's checkpoint into
+  // state_points_ (block counts: the ones it computed on the way).
+  void InteriorStatePoints(const Request& r, std::size_t chain_blocks);
   bool Hybrid(const Request& r) const;  // its model has recurrent state
   TimePoint HoldUntil(TimePoint now) const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
@@ -354,7 +362,7 @@ class Instance {
     double back_by_now;
   };
   bool DeviceReusable(const Request& r) const;
-  // A hybrid call names a state point a restore could reach.
+  // A hybrid call names a context-end state point a restore could reach.
   bool StateRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
   void StartStagingAfter(TimePoint now);
@@ -383,6 +391,7 @@ class Instance {
   std::vector<PrefillItem> items_;       // and their items
   std::vector<SeqRef> decode_seqs_;      // the planned decode step's calls
   std::vector<BlockId> scratch_blocks_;
+  std::vector<std::int32_t> state_points_;  // InteriorStatePoints' output, reused
   TimePoint step_start_;
 
   // Slot and round state.

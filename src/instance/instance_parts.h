@@ -110,6 +110,10 @@ struct Instance::Request {
   mutable std::uint64_t host_probe_version = UINT64_MAX;  // HKVR version of host_probe_blocks
   mutable std::int32_t host_probe_blocks = 0;
   mutable bool host_probe_declined = false;  // held, but a hybrid model's state rules decline it
+  // A hybrid call's host restore point, tokens (0: none): the latest
+  // checkpointed state the probe found. Set while queued, fixed once
+  // admitted (the restore pins and unpins the chain to it).
+  mutable std::int64_t host_state_tokens = 0;
   // Its session, looked up once (FindSession); null until the session exists.
   mutable Session* session = nullptr;
   mutable bool session_looked_up = false;

@@ -3,6 +3,8 @@
 // PrefillAdmission admits (paper §3.4, §3.5).
 #include "instance/instance_parts.h"
 
+#include <bit>
+
 #include "core/error.h"
 #include "profile/step_cost.h"
 #include "instance/prefill_admission.h"
@@ -11,9 +13,10 @@ namespace talaria {
 
 // A hybrid model's recurrent state cannot be rolled back: a device hit needs
 // the whole previous context reused (the state at its end is kept with the
-// session), and a host restore reaches exactly a point where the session's
-// checkpoint holds the state (CallRequest::state_tokens): the whole chain to
-// there found, the state on its last block. Otherwise the reuse is declined
+// session), and a host restore reaches exactly a point where a checkpoint
+// holds the state (the context end CallRequest::state_tokens names, or an
+// interior point: config.h's StateCheckpoints): the whole chain to there
+// found, the state on its last block. Otherwise the reuse is declined
 // (a restore skip) and the prefix recomputed.
 bool Instance::DeviceReusable(const Request& r) const {
   const Model& m = *models_[static_cast<std::size_t>(r.model)];
@@ -24,11 +27,14 @@ bool Instance::Hybrid(const Request& r) const {
   return models_[static_cast<std::size_t>(r.model)]->profile->family == AttentionFamily::kHybrid;
 }
 
-BlockChain Instance::HostChain(const Request& r) const {
+BlockChain Instance::HostChain(const Request& r) const { return HostChain(r, r.host_state_tokens); }
+
+BlockChain Instance::HostChain(const Request& r, std::int64_t state_tokens) const {
   const std::int32_t bt = config_.block_tokens;
   if (!Hybrid(r)) return r.prompt_chain(bt);
-  const std::int64_t state = std::min(r.call.state_tokens, r.call.prompt_tokens);
+  const std::int64_t state = std::min(state_tokens, r.call.prompt_tokens);
   const auto full = std::min<std::size_t>(r.call.chain.size(), static_cast<std::size_t>(state / bt));
+  // Off a block boundary only at the context end the request names.
   if (state % bt == 0 || r.call.state_partial == 0) return BlockChain(r.call.chain.first(full));
   return BlockChain(r.call.chain.first(full), r.call.state_partial);
 }
@@ -37,6 +43,32 @@ bool Instance::StateRestorable(const Request& r) const {
   const std::int64_t state = r.call.state_tokens;
   return state > 0 && state <= r.call.prompt_tokens &&
          (state % config_.block_tokens == 0 || r.call.state_partial != 0);
+}
+
+std::int64_t Instance::FindStatePoint(const Request& r, ModelId id) const {
+  const std::int32_t bt = config_.block_tokens;
+  auto holds = [&](std::int64_t tokens) {
+    const BlockChain chain = HostChain(r, tokens);
+    return !chain.empty() && static_cast<std::size_t>(hkvr_.Probe(id, chain)) == chain.size() &&
+           hkvr_.HoldsTail(id, chain);
+  };
+  const std::int64_t end = StateRestorable(r) ? r.call.state_tokens : 0;
+  bool end_tried = end == 0;
+  if (config_.state_checkpoints == StateCheckpoints::kDoubling) {
+    // Interior points, latest first, within what the registry holds of the
+    // prompt (any session's chain: equal hashes are equal tokens, so a
+    // shared prefix's state serves every session); the context end in turn.
+    const std::int32_t held = hkvr_.Probe(id, r.prompt_chain(bt));
+    std::int64_t g = held > 0 ? std::bit_floor(static_cast<std::uint64_t>(held)) : 0;
+    for (; g >= 1; g /= 2) {
+      if (!end_tried && end >= g * bt) {
+        end_tried = true;
+        if (holds(end)) return end;
+      }
+      if (g * bt < r.call.prompt_tokens && holds(g * bt)) return g * bt;
+    }
+  }
+  return !end_tried && holds(end) ? end : 0;
 }
 
 std::int32_t Instance::HostBlocks(const Request& r) {
@@ -50,13 +82,12 @@ std::int32_t Instance::HostBlocks(const Request& r) {
     r.host_probe_declined = false;
     return r.host_probe_blocks;
   }
-  // All of the chain to the state point, and the state on its last block.
-  const BlockChain chain = HostChain(r);
-  const bool whole = StateRestorable(r) && static_cast<std::size_t>(hkvr_.Probe(id, chain)) == chain.size() &&
-                     hkvr_.HoldsTail(id, chain);
-  r.host_probe_blocks = whole ? static_cast<std::int32_t>(chain.size()) : 0;
+  // All of the chain to a state point, and the state on its last block.
+  r.host_state_tokens = FindStatePoint(r, id);
+  r.host_probe_blocks = r.host_state_tokens > 0 ? static_cast<std::int32_t>(HostChain(r).size()) : 0;
   // Declined: blocks an attention model would have restored are held.
-  r.host_probe_declined = !whole && hkvr_.Probe(id, r.prompt_chain(config_.block_tokens)) > 0;
+  r.host_probe_declined =
+      r.host_state_tokens == 0 && hkvr_.Probe(id, r.prompt_chain(config_.block_tokens)) > 0;
   return r.host_probe_blocks;
 }
 
@@ -144,7 +175,7 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
   sessions_.MarkDirty(s);
 
   std::int64_t cached = static_cast<std::int64_t>(device > 0 ? device : host) * bt;
-  if (device == 0 && host > 0 && Hybrid(r)) cached = r.call.state_tokens;  // restored to the state's point
+  if (device == 0 && host > 0 && Hybrid(r)) cached = r.host_state_tokens;  // restored to the state's point
   cached = std::min(cached, r.call.prompt_tokens - 1);  // the last token is always computed
   r.source = device > 0 ? KvSource::kDevice : host > 0 ? KvSource::kHost : KvSource::kRecompute;
   if (r.source == KvSource::kRecompute && u.declined) ++counters_.restore_skips;

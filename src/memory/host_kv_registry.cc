@@ -147,7 +147,8 @@ bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
 
 HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
     ModelId model, BlockChain chain, std::int32_t blocks, std::int64_t block_bytes,
-    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s, ChainOwner owner) {
+    std::int64_t tail_bytes, TimePoint now, double d2h_bytes_per_s, ChainOwner owner,
+    std::span<const std::int32_t> state_points) {
   CheckpointResult r;
   blocks = std::min<std::int32_t>(blocks, static_cast<std::int32_t>(chain.size()));
   TimePoint t = std::max(now, d2h_free_at_);
@@ -162,42 +163,44 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   std::int32_t n = blocks - present;
   if (n > 0) {
     const std::int64_t evicted_before = evicted_;
+    // The interior state points among the new blocks.
+    pieces_.clear();
+    for (const std::int32_t p : state_points) {
+      if (p > present && p < blocks) pieces_.push_back(p);
+    }
     bool with_tail = true;
-    if (!MakeRoom(static_cast<std::int64_t>(n) * block_bytes + tail_bytes)) {
-      // Only part fits (everything evictable is gone): register what does.
+    if (!MakeRoom(static_cast<std::int64_t>(n) * block_bytes +
+                  tail_bytes * static_cast<std::int64_t>(pieces_.size() + 1))) {
+      // Only part fits (everything evictable is gone): register what does,
+      // with no state.
       const std::int64_t room = std::max<std::int64_t>(0, capacity_ - used_);
       const auto fit = static_cast<std::int32_t>(std::min<std::int64_t>(n - 1, room / block_bytes));
       r.missed_blocks = n - fit;
       n = fit;
       with_tail = false;
+      pieces_.clear();
     }
     if (n > 0) {
-      Segment* grow = Extendable(model, chain, present, block_bytes, with_tail ? tail_bytes : 0, owner);
-      if (grow == nullptr) {
-        auto [it, inserted] = segments_.try_emplace(Key{model, chain[static_cast<std::size_t>(present)]});
-        TALARIA_CHECK(inserted, "a chain walk stopped at a block that starts a segment");
-        grow = &it->second;
-        grow->model = model;
-        grow->first = chain[static_cast<std::size_t>(present)];
-        grow->start = present;
-        grow->block_bytes = block_bytes;
-        grow->owner = owner;
-        LruAppend(*grow);
+      // A piece may not start where a segment already starts (one whose
+      // head eviction took, or a chain cut back to there): no state there.
+      std::erase_if(pieces_, [&](std::int32_t p) {
+        return segments_.contains(Key{model, chain[static_cast<std::size_t>(p)]});
+      });
+      pieces_.push_back(present + n);
+      appended_.clear();
+      std::int32_t from = present;
+      for (std::size_t i = 0; i < pieces_.size(); ++i) {
+        const std::int64_t tail = with_tail ? tail_bytes : 0;
+        Segment* s = i == 0 ? Extendable(model, chain, present, block_bytes, tail, owner) : nullptr;
+        if (s == nullptr) s = &NewSegment(model, chain, from, block_bytes, owner);
+        t = Append(*s, chain, from, pieces_[i], tail, t, d2h_bytes_per_s);
+        appended_.push_back(s);
+        r.bytes += static_cast<std::int64_t>(pieces_[i] - from) * block_bytes + tail;
+        from = pieces_[i];
       }
-      Segment& s = *grow;
-      if (s.hashes.empty()) s.hashes.reserve(static_cast<std::size_t>(n));  // a new segment: one allocation
-      s.flight_first = s.size();
-      for (std::int32_t i = present; i < present + n; ++i) s.hashes.push_back(chain[static_cast<std::size_t>(i)]);
-      s.tail_bytes = with_tail ? tail_bytes : 0;
-      // Back to back on the D2H engine; the last block carries the tail.
-      s.flight_start = t;
-      s.flight_step = FromSeconds(static_cast<double>(block_bytes) / d2h_bytes_per_s);
-      t += (n - 1) * s.flight_step + FromSeconds(static_cast<double>(block_bytes + s.tail_bytes) / d2h_bytes_per_s);
-      s.flight_end = t;
-      r.bytes = static_cast<std::int64_t>(n) * block_bytes + s.tail_bytes;
       used_ += r.bytes;
       r.copied_blocks = n;
-      in_flight_.push_back(&s);
+      for (auto p = appended_.rbegin(); p != appended_.rend(); ++p) Touch(**p);  // tail first
     }
     // Head most recent: walk again if eviction may have removed what was matched.
     if (evicted_ != evicted_before) Walk(model, chain, present, walk_);
@@ -206,6 +209,35 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   d2h_free_at_ = t;
   r.done = t;
   return r;
+}
+
+HostKvRegistry::Segment& HostKvRegistry::NewSegment(ModelId model, BlockChain chain, std::int32_t start,
+                                                    std::int64_t block_bytes, ChainOwner owner) {
+  auto [it, inserted] = segments_.try_emplace(Key{model, chain[static_cast<std::size_t>(start)]});
+  TALARIA_CHECK(inserted, "a chain walk stopped at a block that starts a segment");
+  Segment& s = it->second;
+  s.model = model;
+  s.first = chain[static_cast<std::size_t>(start)];
+  s.start = start;
+  s.block_bytes = block_bytes;
+  s.owner = owner;
+  LruAppend(s);
+  return s;
+}
+
+TimePoint HostKvRegistry::Append(Segment& s, BlockChain chain, std::int32_t from, std::int32_t to,
+                                 std::int64_t tail, TimePoint t, double d2h_bytes_per_s) {
+  if (s.hashes.empty()) s.hashes.reserve(static_cast<std::size_t>(to - from));  // a new segment: one allocation
+  s.flight_first = s.size();
+  for (std::int32_t i = from; i < to; ++i) s.hashes.push_back(chain[static_cast<std::size_t>(i)]);
+  s.tail_bytes = tail;
+  // Back to back on the D2H engine; the last block carries the tail.
+  s.flight_start = t;
+  s.flight_step = FromSeconds(static_cast<double>(s.block_bytes) / d2h_bytes_per_s);
+  t += (to - from - 1) * s.flight_step + FromSeconds(static_cast<double>(s.block_bytes + tail) / d2h_bytes_per_s);
+  s.flight_end = t;
+  in_flight_.push_back(&s);
+  return t;
 }
 
 HostKvRegistry::Segment* HostKvRegistry::Extendable(ModelId model, BlockChain chain,

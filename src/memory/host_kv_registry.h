@@ -80,9 +80,18 @@ class HostKvRegistry {
   // another on the D2H engine at `d2h_bytes_per_s`, starting no earlier than
   // `now` or the end of the engine's previous copy. `tail_bytes` is added to
   // the last block (a hybrid model's recurrent state).
+  //
+  // `state_points` (ascending block counts) name further points inside the
+  // new blocks where a state of the same size was captured on the way (a hybrid
+  // model's interior checkpoints): each gets `tail_bytes` on its block, so
+  // a call that rewinds into the chain restores at the latest point before
+  // its rewind. Each ends a segment, so eviction takes it with its block
+  // (the chain's head, most recent, keeps its states longest); none is
+  // registered when not everything fits.
   CheckpointResult Checkpoint(ModelId model, BlockChain chain, std::int32_t blocks,
                               std::int64_t block_bytes, std::int64_t tail_bytes, TimePoint now,
-                              double d2h_bytes_per_s, ChainOwner owner = 0);
+                              double d2h_bytes_per_s, ChainOwner owner = 0,
+                              std::span<const std::int32_t> state_points = {});
 
   // Marks copies that finished by `now` complete (published).
   void CompleteCopies(TimePoint now);
@@ -215,6 +224,13 @@ class HostKvRegistry {
                       std::int64_t block_bytes, std::int64_t tail_bytes, ChainOwner owner);
   // Evicts until `bytes` more fit; false if they cannot.
   bool MakeRoom(std::int64_t bytes);
+  // A new segment of `model` starting at block `start` of `chain`, most recent.
+  Segment& NewSegment(ModelId model, BlockChain chain, std::int32_t start, std::int64_t block_bytes,
+                      ChainOwner owner);
+  // Appends blocks [from, to) of `chain` to `s`, the last carrying `tail`
+  // bytes, as D2H copies from `t`; returns when they land.
+  TimePoint Append(Segment& s, BlockChain chain, std::int32_t from, std::int32_t to, std::int64_t tail,
+                   TimePoint t, double d2h_bytes_per_s);
   // Drops a segment's last block; erases the segment when it is empty.
   void TrimTail(Segment& s);
   void Touch(Segment& s);
@@ -237,6 +253,8 @@ class HostKvRegistry {
   std::deque<Segment*> in_flight_;   // segments with copies pending, in completion order
   std::vector<Drop> drops_;
   std::vector<Match> walk_;  // scratch for one call (no allocation per call)
+  std::vector<std::int32_t> pieces_;  // scratch: where a checkpoint's new blocks split
+  std::vector<Segment*> appended_;    // scratch: the segments they went to
 };
 
 }  // namespace talaria

@@ -486,10 +486,13 @@ TEST(ColdInstanceTest, AnAdaptiveHoldFollowsTheAgentsHints) {
   }
 }
 
-// A hybrid model cannot roll its recurrent state back: a continuation that
-// does not reuse the whole previous context recomputes (a restore skip).
+// A hybrid model cannot roll its recurrent state back: with states kept
+// only at context ends, a continuation that does not reuse the whole
+// previous context recomputes (a restore skip).
 TEST(ColdInstanceTest, HybridPartialReuseIsARestoreSkip) {
-  Harness h(Cold({"h"}), {testing::TinyProfile("h", AttentionFamily::kHybrid)});
+  InstanceConfig c = Cold({"h"});
+  c.state_checkpoints = StateCheckpoints::kContextEnd;
+  Harness h(c, {testing::TinyProfile("h", AttentionFamily::kHybrid)});
   h.Warmup("h");
   std::vector<Harness::Call> calls = {{0, "a", 0, "h", 640, 0, 1}, {0.7, "a", 1, "h", 700, 320, 1}};
   h.Run(calls);
@@ -516,6 +519,33 @@ TEST(ColdInstanceTest, HybridStateRestoresFromHostAtTheContextEnd) {
   EXPECT_EQ(a2.kv_source, KvSource::kHost);
   EXPECT_EQ(a2.reused_tokens, 610);  // a0's end, the latest state point inside 650
   EXPECT_EQ(h.instance().counters().restore_skips, 0);
+}
+
+// An agent that cuts its history back inside its first context, before any
+// context end: with doubling state checkpoints the state at 8 blocks (the
+// latest power of two before the cut) is on host with the chain to it, so
+// the call restores there and recomputes only the rest; with states at
+// context ends only, it recomputes the whole prefix (a restore skip).
+TEST(ColdInstanceTest, ARewindInsideAContextRestoresAtTheLatestInteriorState) {
+  for (const StateCheckpoints mode : {StateCheckpoints::kDoubling, StateCheckpoints::kContextEnd}) {
+    SCOPED_TRACE(ToString(mode));
+    InstanceConfig c = Cold({"h", "n"});
+    c.state_checkpoints = mode;
+    Harness h(c, {testing::TinyProfile("h", AttentionFamily::kHybrid), testing::TinyProfile("n")});
+    h.Warmup("h");
+    h.Run({{0, "a", 0, "h", 1200, 0, 10},     // context 1210: states at 1, 2, 4, 8, 16 blocks
+           {0.7, "x", 0, "n", 100, 0, 1},     // h switches away
+           {3.0, "a", 1, "h", 1300, 700, 1}});  // history cut back to 700 tokens
+    const CallRecord& a1 = h.Finished("a1");
+    if (mode == StateCheckpoints::kDoubling) {
+      EXPECT_EQ(a1.kv_source, KvSource::kHost);
+      EXPECT_EQ(a1.reused_tokens, 8 * 64);
+      EXPECT_EQ(h.instance().counters().restore_skips, 0);
+    } else {
+      EXPECT_EQ(a1.kv_source, KvSource::kRecompute);
+      EXPECT_EQ(h.instance().counters().restore_skips, 1);
+    }
+  }
 }
 
 // Eq.4: when T_TPOT <= t_D the decode target is infeasible and reported.

@@ -279,6 +279,40 @@ TEST(HostKvRegistryTest, APartialLastBlockCarriesTheStateAndIsFoundOnlyByName) {
   EXPECT_FALSE(hkvr.HoldsTail(0, checkpoint));
 }
 
+// Interior state points (a hybrid model's states captured on the way): each
+// is held exactly at its block, costs the state's bytes, lands in copy
+// order, and goes with its block when eviction trims the chain's tail.
+TEST(HostKvRegistryTest, InteriorStatePointsHoldTheStateExactlyThere) {
+  const auto full = Chain(41, 64 * 6);
+  HostKvRegistry hkvr(800);
+  const std::vector<std::int32_t> points = {1, 2, 4, 6};  // 6 is the end, not interior
+  const auto r = hkvr.Checkpoint(0, full, 6, 100, 50, AtSeconds(0), kRate, /*owner=*/1, points);
+  EXPECT_EQ(r.copied_blocks, 6);
+  EXPECT_EQ(r.bytes, 6 * 100 + 4 * 50);  // three interior states and the end's
+  EXPECT_EQ(hkvr.used_bytes(), r.bytes);
+  EXPECT_EQ(r.done, AtSeconds(0.8));
+  auto first = [&](std::size_t n) { return BlockChain(std::span(full).first(n)); };
+  // Block 1 with its state lands at 0.15 s; block 2's at 0.3 s.
+  hkvr.CompleteCopies(AtSeconds(0.2));
+  EXPECT_TRUE(hkvr.HoldsTail(0, first(1)));
+  EXPECT_FALSE(hkvr.HoldsTail(0, first(2)));
+  EXPECT_EQ(hkvr.Lookup(0, full, AtSeconds(1)), 6);
+  for (std::size_t n : {1, 2, 4, 6}) EXPECT_TRUE(hkvr.HoldsTail(0, first(n))) << n;
+  for (std::size_t n : {3, 5}) EXPECT_FALSE(hkvr.HoldsTail(0, first(n))) << n;
+  // Room for two more blocks: the chain's tail goes first, block 6 with its
+  // state, then block 5; the states at 4 and before stay.
+  hkvr.Checkpoint(0, Chain(42, 64 * 2), 2, 100, 0, AtSeconds(2), kRate, /*owner=*/2);
+  EXPECT_EQ(hkvr.Probe(0, full), 4);
+  EXPECT_TRUE(hkvr.HoldsTail(0, first(4)));
+  EXPECT_EQ(hkvr.used_bytes(), 4 * 100 + 3 * 50 + 2 * 100);
+  // A checkpoint that does not fit whole registers no interior state.
+  HostKvRegistry tight(650);
+  tight.Checkpoint(0, full, 6, 100, 50, AtSeconds(0), kRate, 1, points);
+  tight.CompleteCopies(AtSeconds(10));
+  EXPECT_EQ(tight.Probe(0, full), 5);
+  EXPECT_FALSE(tight.HoldsTail(0, first(1)));
+  EXPECT_FALSE(tight.HoldsTail(0, first(4)));
+}
 TEST(BlockHashesTest, SessionChainSharesExactlyTheFullPrefixBlocks) {
   std::vector<PrefixHash> chain;
   ExtendSessionChain(chain, 0, 1000, 64, 42, 0);  // call 0: 1000-token context
