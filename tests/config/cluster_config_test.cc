@@ -37,6 +37,7 @@ TEST(ClusterConfigTest, ShippedConfigLoadsWithDefaults) {
   EXPECT_EQ(c.instances[0].models.size(), 3u);
   EXPECT_EQ(c.instances[0].pool, Pool::kCold);
   EXPECT_DOUBLE_EQ(c.instances[0].bump_fraction, 0.8);
+  EXPECT_EQ(c.instances[0].state_checkpoints, StateCheckpoints::kDoubling);
   EXPECT_THAT(c.profiles_dir, HasSubstr("profiles"));
 }
 
@@ -49,6 +50,8 @@ TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
               HasSubstr("key 'instance[0].ttft': unknown key"));
   EXPECT_THAT(LoadError("[[instance]]\npool = \"warm\"\nmodels = [\"a\"]\n"),
               HasSubstr("must be \"hot\" or \"cold\""));
+  EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nstate_checkpoints = \"every\"\n"),
+              HasSubstr(".toml:3: key 'instance[0].state_checkpoints': must be \"doubling\" or \"context_end\""));
   EXPECT_THAT(LoadError("profiles = \"p\"\n"), HasSubstr("needs at least one [[instance]]"));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\n[[instance]]\nname = \"instance-0\"\nmodels = [\"b\"]\n"),
               HasSubstr("duplicate instance name"));
