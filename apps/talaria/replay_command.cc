@@ -38,6 +38,7 @@ struct ReplayArgs {
   bool echo_output = false;
   double time_scale = 1.0;
   std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
+  std::string lease;  // "", "fixed" or "adaptive": the [router] lease
   std::string report;  // write an HTML report here (talaria report) after the runs
   std::string hints = "trace";  // agent hints (driver/agent_hints.h)
 };
@@ -174,6 +175,7 @@ void RunReplayCommand(const ReplayArgs& a) {
       if (a.hold == "none") ic.slot_hold_s = 0;
     }
   }
+  if (!a.lease.empty()) cluster.router.lease = a.lease == "adaptive" ? LeasePolicy::kAdaptive : LeasePolicy::kFixed;
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   const Trace trace = ReadTraceWithHints(a);
   const auto names = ParseAblations(a.ablations);
@@ -300,6 +302,11 @@ void AddReplayCommand(CLI::App& app) {
                   "finish, the paper's), none (fixed with slot_hold_s = 0) or adaptive (as long as the expected "
                   "saving beats the cost; docs/cluster-config.md)")
       ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
+  cmd->add_option("--lease", args->lease,
+                  "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "
+                  "adaptive (while the session's learned return rate is at least 1/tau, never past tau; "
+                  "docs/cluster-config.md)")
+      ->check(CLI::IsMember({"fixed", "adaptive"}));
   cmd->add_option("--hints", args->hints,
                   "agent hints the calls carry: trace (what the trace's calls say), none, exact (each call's tool "
                   "time is the replayed gap to its session's next call; the last call says it ends the session) or "

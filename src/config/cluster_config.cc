@@ -82,6 +82,15 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
              "must be one of full, least-pressure, session-sticky, round-robin, prefix-aware");
     }
     r.Optional("lease_tau_s", c.router.lease_tau_s, 0, 3600);
+    std::string lease = ToString(c.router.lease);
+    r.Optional("lease", lease);
+    if (lease == "fixed") {
+      c.router.lease = LeasePolicy::kFixed;
+    } else if (lease == "adaptive") {
+      c.router.lease = LeasePolicy::kAdaptive;
+    } else {
+      r.Fail("lease", r.table()->get("lease"), "must be \"fixed\" (lease_tau_s) or \"adaptive\"");
+    }
     r.Optional("admission_control", c.router.admission_control);
     r.Optional("slot_wait", c.router.slot_wait);
     r.Optional("lease_unit_s", c.router.lease_unit_s, 0, 3600);

@@ -50,6 +50,7 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["router"] = router;
   j["load"] = load;
   j["tau_s"] = tau_s;
+  j["lease"] = lease;
   j["avoidable_opens"] = avoidable_opens;
   j["model_opens"] = counters.model_opens;
   j["same_instance_return_rate"] = same_instance_return_rate();

@@ -39,6 +39,7 @@ struct ReplayResult {
   std::string router;
   std::string load;
   double tau_s = 0;
+  std::string lease = "fixed";  // the router's LeasePolicy
   std::int64_t continuations = 0;
   std::int64_t same_instance_returns = 0;
   std::int64_t residency_hits = 0;   // placed where the model was already open

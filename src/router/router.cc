@@ -53,6 +53,13 @@ struct Router::Impl {
   std::unique_ptr<PlacementPolicy> policy;
   // Other replicas' live leases charged to the view, [model][instance].
   std::vector<std::vector<std::int32_t>> shared_leases;
+  // Adaptive leases: each model's sessions' return model, by model id.
+  std::vector<ReturnModel> returns;
+
+  ReturnModel& Returns(std::int32_t model) {
+    if (static_cast<std::size_t>(model) >= returns.size()) returns.resize(static_cast<std::size_t>(model) + 1);
+    return returns[static_cast<std::size_t>(model)];
+  }
 
   // The session's entry, made most recently used (a new one may push out
   // idle or least recently used entries, their leases with them).
@@ -106,6 +113,11 @@ double Router::LeaseSeconds(double expected_tool_s) const {
   return std::clamp(2 * expected_tool_s, kMinHintedLease * tau, tau);
 }
 
+double Router::AdaptiveLeaseSeconds(const GapDistribution& gaps) const {
+  const double tau = options_.lease_tau_s;
+  return tau > 0 ? gaps.LastTimeAbove(1 / tau, tau) : 0;
+}
+
 double Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
                            std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,
                            double expected_tool_s) {
@@ -120,7 +132,17 @@ double Router::OnCompleted(std::string_view session_id, std::string_view model, 
   e->last_use = now;  // most recently used (the table reads last_use)
   e->last_done = now;
   if (!im.policy->InstallsLeases()) return 0;
-  const double lease_s = LeaseSeconds(expected_tool_s);
+  double lease_s = 0;
+  if (options_.lease == LeasePolicy::kAdaptive) {
+    ReturnModel& returns = im.Returns(model_id);
+    returns.ObserveCompletion();
+    if (expected_tool_s >= 0) returns.ObserveHintedCompletion();
+    e->return_pending = true;
+    e->pending_hint_s = static_cast<float>(expected_tool_s);
+    lease_s = AdaptiveLeaseSeconds(expected_tool_s >= 0 ? returns.ForHint(expected_tool_s) : returns.For(e->gaps));
+  } else {
+    lease_s = LeaseSeconds(expected_tool_s);
+  }
   if (lease_s <= 0) {
     if (options_.lease_tau_s > 0) ++counters_.leases_declined;
     return 0;
@@ -191,6 +213,13 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   im.leases.ExpireDue(now, im.sessions, counters_);
   SessionEntry& entry = im.Entry(r.session_id, now, options_);
   entry.last_use = now;
+  if (entry.return_pending && r.continuation) {  // the gap since its last completion closes here
+    entry.return_pending = false;
+    const double gap_s = std::max(0.0, ToSeconds(now - entry.last_done));
+    ReturnModel& returns = im.Returns(entry.model);
+    returns.ObserveReturn(entry.gaps, gap_s);
+    if (entry.pending_hint_s >= 0) returns.ObserveHintedReturn(gap_s, entry.pending_hint_s);
+  }
   const PlacementContext ctx{im.view, entry, r, model, im.view.OutputTokens(model, options_.output_tokens_estimate),
                              now, options_, counters_};
   const PolicyPick pick = im.policy->Place(ctx);

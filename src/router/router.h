@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/return_model.h"
 #include "core/time.h"
 #include "telemetry/telemetry.h"
 #include "profile/profile.h"
@@ -44,9 +45,25 @@ enum class RouterPolicy { kFull, kLeastPressure, kSessionSticky, kRoundRobin, kP
 const char* ToString(RouterPolicy p);
 bool ParseRouterPolicy(std::string_view name, RouterPolicy& out);
 
+// How long a successor lease lasts (issue 18).
+enum class LeasePolicy {
+  kFixed,     // tau (the paper's), or sized from a tool-time hint
+  kAdaptive,  // while the session's learned return rate stays at least 1/tau
+};
+inline const char* ToString(LeasePolicy p) { return p == LeasePolicy::kFixed ? "fixed" : "adaptive"; }
+
 struct RouterOptions {
   RouterPolicy policy = RouterPolicy::kFull;
   double lease_tau_s = 1.0;            // §3.3: tau = 1 s, near the p90 tool gap
+  // kAdaptive: the router learns each session's gaps (completion to next
+  // call, core/return_model.h, shrunk to its model's) and after a
+  // completion holds the lease up to the last t <= tau at which the
+  // session's return hazard is at least 1/tau: a lease is kept while a
+  // return is expected at least as often as one per tau seconds, the rate
+  // a fixed lease of tau breaks even at for memoryless returns. Sessions
+  // unlikely to come back soon get short leases or none; never longer than
+  // tau. A tool-time hint goes through the same model (ForHint).
+  LeasePolicy lease = LeasePolicy::kFixed;
   // Eq.5 round admission and the KV check filter candidates; off, the router
   // ranks every fresh candidate and never invokes the overload policy.
   bool admission_control = true;
@@ -118,7 +135,7 @@ struct RouterCounters {
   std::int64_t leases_consumed = 0;
   std::int64_t leases_expired = 0;    // found expired on the return
   std::int64_t leases_discarded = 0;  // live, but unhealthy instance or lost prefix
-  std::int64_t leases_declined = 0;   // not installed: the call's hint put its return past tau
+  std::int64_t leases_declined = 0;   // not installed: a hint, or (adaptive) the return model, put the return past tau
   std::int64_t overloads = 0;
   std::int64_t stale_exclusions = 0;
 };
@@ -156,6 +173,9 @@ class Router {
   // hostile hint costs nobody more than a plain lease (issue 18).
   static constexpr double kMinHintedLease = 0.1;
   double LeaseSeconds(double expected_tool_s) const;
+  // LeasePolicy::kAdaptive's length for a session whose next gap follows
+  // `gaps` (0: no lease).
+  double AdaptiveLeaseSeconds(const GapDistribution& gaps) const;
   // Returns the successor lease's length, seconds (0: none installed).
   double OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
                    std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,

@@ -26,6 +26,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/return_model.h"
 #include "core/strings.h"
 #include "core/time.h"
 #include "router/cluster_view.h"
@@ -61,6 +62,12 @@ struct SessionEntry {
   Lease lease;
   std::vector<PrefixLocation> held;  // where snapshots say its prefix is
   TimePoint queued_use;  // last_use when its FIFO place was taken (SessionTable)
+  // Adaptive leases: its gaps so far, and whether a completion's gap is
+  // still to be seen (the next call's first routing closes it), with that
+  // call's tool-time hint (< 0: none).
+  SessionGaps gaps;
+  bool return_pending = false;
+  float pending_hint_s = -1;
 };
 
 class SessionTable {

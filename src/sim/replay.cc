@@ -432,6 +432,7 @@ ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& clus
   result.config = config_name;
   result.router = ToString(cluster.router.policy);
   result.tau_s = cluster.router.lease_tau_s;
+  result.lease = ToString(cluster.router.lease);
   result.calls_total = static_cast<std::int64_t>(trace.calls.size());
   result.sessions = static_cast<std::int64_t>(GroupSessions(trace).size());
   Driver driver(cluster, profiles, trace, options, result);

@@ -52,6 +52,8 @@ TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
               HasSubstr("must be \"hot\" or \"cold\""));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nstate_checkpoints = \"every\"\n"),
               HasSubstr(".toml:3: key 'instance[0].state_checkpoints': must be \"doubling\" or \"context_end\""));
+  EXPECT_THAT(LoadError("[router]\nlease = \"sometimes\"\n[[instance]]\nmodels = [\"a\"]\n"),
+              HasSubstr(".toml:2: key 'router.lease': must be \"fixed\" (lease_tau_s) or \"adaptive\""));
   EXPECT_THAT(LoadError("profiles = \"p\"\n"), HasSubstr("needs at least one [[instance]]"));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\n[[instance]]\nname = \"instance-0\"\nmodels = [\"b\"]\n"),
               HasSubstr("duplicate instance name"));

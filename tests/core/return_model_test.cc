@@ -29,6 +29,23 @@ TEST(ReturnModelTest, APopulationOfShortGapsPredictsQuickReturns) {
   EXPECT_LT(m.ProbabilityWithin(0.1), 0.05);
 }
 
+// The hazard (returns per second among sessions not yet back) rises into
+// the bulk of the gaps and falls after it, towards 0 where only sessions
+// that will not come back are left; the last time it is still above a rate
+// sits just past the bulk.
+TEST(ReturnModelTest, TheHazardFallsOnceTheExpectedReturnsHaveCome) {
+  const GapDistribution g{0.75, std::log(0.5), 0.3};  // three in four back, around 0.5 s
+  EXPECT_LT(g.Hazard(0.1), 0.1);
+  EXPECT_GT(g.Hazard(0.5), 1);
+  EXPECT_LT(g.Hazard(3), 0.01);
+  const double last = g.LastTimeAbove(1, 5);
+  EXPECT_GT(last, 0.5);
+  EXPECT_LT(last, 1.5);
+  EXPECT_GE(g.Hazard(last), 1);
+  EXPECT_EQ(g.LastTimeAbove(1e6, 5), 0);  // never that likely: no time qualifies
+  EXPECT_EQ((GapDistribution{0, 0, 1}.LastTimeAbove(0.01, 5)), 0);  // nobody comes back
+}
+
 TEST(ReturnModelTest, TheReturnRateIsTheShareOfCompletionsANextCallFollows) {
   ReturnModel m;
   SessionGaps s;

@@ -444,6 +444,44 @@ TEST_F(RouterTest, ALeaseIsSizedFromTheToolTimeHint) {
   EXPECT_EQ(r->LeaseOf("near", AtSeconds(0.85)), -1);
 }
 
+// Adaptive leases (issue 18): the router learns each session's gaps from
+// completion to its next call. A session that comes back within 0.2 s gets
+// a lease shorter than tau that still covers its return; one that takes
+// 30 s gets none (declined); fixed leases give both tau.
+TEST_F(RouterTest, AnAdaptiveLeaseFollowsTheSessionsReturns) {
+  for (const LeasePolicy policy : {LeasePolicy::kAdaptive, LeasePolicy::kFixed}) {
+    SCOPED_TRACE(ToString(policy));
+    RouterOptions o;
+    o.lease_tau_s = 5;
+    o.lease = policy;
+    auto r = Make(o);
+    Feed(*r, 2, 0);
+    // Eight calls each: "quick" comes back 0.2 s after each completion,
+    // then "slow" 30 s after each.
+    auto run = [&](const char* session, std::int32_t instance, double gap_s, double& t) {
+      double lease = 0;
+      for (int k = 0; k < 8; ++k) {
+        r->Route(Req(session, k > 0), AtSeconds(t));
+        lease = r->OnCompleted(session, "m", instance, 100, 10, AtSeconds(t + 1));
+        t += 1 + gap_s;
+      }
+      return lease;
+    };
+    double t = 0;
+    const double quick_lease = run("quick", 0, 0.2, t);
+    const double slow_lease = run("slow", 1, 30, t);
+    if (policy == LeasePolicy::kFixed) {
+      EXPECT_EQ(quick_lease, 5);
+      EXPECT_EQ(slow_lease, 5);
+      continue;
+    }
+    EXPECT_GT(quick_lease, 0.2);
+    EXPECT_LT(quick_lease, 5);
+    EXPECT_EQ(slow_lease, 0);
+    EXPECT_GT(r->counters().leases_declined, 0);
+  }
+}
+
 TEST(RouterPolicyTest, NamesRoundTrip) {
   for (const char* name : {"full", "least-pressure", "session-sticky", "round-robin", "prefix-aware"}) {
     RouterPolicy p;
