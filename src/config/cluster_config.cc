@@ -1,7 +1,10 @@
 #include "config/cluster_config.h"
 
 #include <filesystem>
+#include <initializer_list>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "core/toml_reader.h"
@@ -34,6 +37,26 @@ bool ValidAddress(const std::string& a) {
     port = port * 10 + (a[i] - '0');
   }
   return port >= 1 && port <= 65535;
+}
+
+// A key whose string names one of `choices`: `out` keeps its value when
+// the key is absent; any other string is a problem, `message` saying what
+// the names are.
+template <typename E>
+void OptionalChoice(TomlSection& s, const char* key, E& out,
+                    std::initializer_list<std::pair<std::string_view, E>> choices, const char* message) {
+  std::string name;
+  for (const auto& [n, v] : choices) {
+    if (v == out) name = n;
+  }
+  s.Optional(key, name);
+  for (const auto& [n, v] : choices) {
+    if (name == n) {
+      out = v;
+      return;
+    }
+  }
+  s.Fail(key, s.table()->get(key), message);
 }
 
 ClusterConfig FromTable(const toml::table& root, const std::string& path, const std::string& base_dir) {
@@ -82,15 +105,8 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
              "must be one of full, least-pressure, session-sticky, round-robin, prefix-aware");
     }
     r.Optional("lease_tau_s", c.router.lease_tau_s, 0, 3600);
-    std::string lease = ToString(c.router.lease);
-    r.Optional("lease", lease);
-    if (lease == "fixed") {
-      c.router.lease = LeasePolicy::kFixed;
-    } else if (lease == "adaptive") {
-      c.router.lease = LeasePolicy::kAdaptive;
-    } else {
-      r.Fail("lease", r.table()->get("lease"), "must be \"fixed\" (lease_tau_s) or \"adaptive\"");
-    }
+    OptionalChoice(r, "lease", c.router.lease, {{"fixed", LeasePolicy::kFixed}, {"adaptive", LeasePolicy::kAdaptive}},
+                   "must be \"fixed\" (lease_tau_s) or \"adaptive\"");
     r.Optional("admission_control", c.router.admission_control);
     r.Optional("slot_wait", c.router.slot_wait);
     r.Optional("lease_unit_s", c.router.lease_unit_s, 0, 3600);
@@ -119,10 +135,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       ic.name = "instance-" + std::to_string(i);
       TomlSection r(t, path, "instance[" + std::to_string(i) + "].", problems);
       r.Optional("name", ic.name);
-      std::string pool = "cold";
-      r.Optional("pool", pool);
-      if (pool == "hot") ic.pool = Pool::kHot;
-      else if (pool != "cold") r.Fail("pool", t->get("pool"), "must be \"hot\" or \"cold\"");
+      OptionalChoice(r, "pool", ic.pool, {{"cold", Pool::kCold}, {"hot", Pool::kHot}}, "must be \"hot\" or \"cold\"");
       r.Optional("models", ic.models);
       if (ic.models.empty()) r.Fail("models", t->get("models"), "needs at least one model");
       r.Optional("resident", ic.resident);
@@ -139,15 +152,9 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("block_tokens", ic.block_tokens, 1, 1 << 16);
       r.Optional("staging_chunk_mib", ic.staging_chunk_mib, 1, 1 << 20);
       r.Optional("host_kv_gib_per_rank", ic.host_kv_gib_per_rank, 0, 1 << 20);
-      std::string state_checkpoints = ToString(ic.state_checkpoints);
-      r.Optional("state_checkpoints", state_checkpoints);
-      if (state_checkpoints == "doubling") {
-        ic.state_checkpoints = StateCheckpoints::kDoubling;
-      } else if (state_checkpoints == "context_end") {
-        ic.state_checkpoints = StateCheckpoints::kContextEnd;
-      } else {
-        r.Fail("state_checkpoints", t->get("state_checkpoints"), "must be \"doubling\" or \"context_end\"");
-      }
+      OptionalChoice(r, "state_checkpoints", ic.state_checkpoints,
+                     {{"doubling", StateCheckpoints::kDoubling}, {"context_end", StateCheckpoints::kContextEnd}},
+                     "must be \"doubling\" or \"context_end\"");
       r.Optional("ttft_target_s", ic.ttft_target_s, 0.01, 1e5);
       r.Optional("tpot_target_s", ic.tpot_target_s, 1e-4, 1e3);
       r.Optional("gamma", ic.gamma, 0.01, 0.999);
@@ -155,15 +162,8 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("min_prefill_budget_s", ic.min_prefill_budget_s, 0, 1e4);
       r.Optional("sp_max_batch", ic.sp_max_batch, 1, 1 << 16);
       r.Optional("slot_hold_s", ic.slot_hold_s, 0, 1e4);
-      std::string hold = ToString(ic.hold);
-      r.Optional("hold", hold);
-      if (hold == "fixed") {
-        ic.hold = HoldPolicy::kFixed;
-      } else if (hold == "adaptive") {
-        ic.hold = HoldPolicy::kAdaptive;
-      } else {
-        r.Fail("hold", t->get("hold"), "must be \"fixed\" (slot_hold_s) or \"adaptive\"");
-      }
+      OptionalChoice(r, "hold", ic.hold, {{"fixed", HoldPolicy::kFixed}, {"adaptive", HoldPolicy::kAdaptive}},
+                     "must be \"fixed\" (slot_hold_s) or \"adaptive\"");
       r.Optional("max_prefill_batch_tokens", ic.max_prefill_batch_tokens, 1, 1 << 30);
       r.Optional("sp", ic.ablation.sp);
       r.Optional("hkvr", ic.ablation.hkvr);
