@@ -346,7 +346,8 @@ class Instance {
   // A hybrid call's latest restorable state point (tokens; 0: none): its
   // context-end checkpoint (CallRequest::state_tokens) or an interior one
   // (config.h's StateCheckpoints), whichever is later and held whole.
-  std::int64_t FindStatePoint(const Request& r, ModelId id) const;
+  // `held`: the registry's published blocks of the call's prompt.
+  std::int64_t FindStatePoint(const Request& r, ModelId id, std::int32_t held) const;
   // The interior state points of a hybrid call's checkpoint into
   // state_points_ (block counts: the ones it computed on the way).
   void InteriorStatePoints(const Request& r, std::size_t chain_blocks);

@@ -45,20 +45,16 @@ bool Instance::StateRestorable(const Request& r) const {
          (state % config_.block_tokens == 0 || r.call.state_partial != 0);
 }
 
-std::int64_t Instance::FindStatePoint(const Request& r, ModelId id) const {
+std::int64_t Instance::FindStatePoint(const Request& r, ModelId id, std::int32_t held) const {
   const std::int32_t bt = config_.block_tokens;
-  auto holds = [&](std::int64_t tokens) {
-    const BlockChain chain = HostChain(r, tokens);
-    return !chain.empty() && static_cast<std::size_t>(hkvr_.Probe(id, chain)) == chain.size() &&
-           hkvr_.HoldsTail(id, chain);
-  };
+  // HoldsTail: the whole chain to the point published, the state on its last block.
+  auto holds = [&](std::int64_t tokens) { return hkvr_.HoldsTail(id, HostChain(r, tokens)); };
   const std::int64_t end = StateRestorable(r) ? r.call.state_tokens : 0;
   bool end_tried = end == 0;
   if (config_.state_checkpoints == StateCheckpoints::kDoubling) {
     // Interior points, latest first, within what the registry holds of the
     // prompt (any session's chain: equal hashes are equal tokens, so a
     // shared prefix's state serves every session); the context end in turn.
-    const std::int32_t held = hkvr_.Probe(id, r.prompt_chain(bt));
     std::int64_t g = held > 0 ? std::bit_floor(static_cast<std::uint64_t>(held)) : 0;
     for (; g >= 1; g /= 2) {
       if (!end_tried && end >= g * bt) {
@@ -83,11 +79,11 @@ std::int32_t Instance::HostBlocks(const Request& r) {
     return r.host_probe_blocks;
   }
   // All of the chain to a state point, and the state on its last block.
-  r.host_state_tokens = FindStatePoint(r, id);
+  const std::int32_t held = hkvr_.Probe(id, r.prompt_chain(config_.block_tokens));
+  r.host_state_tokens = FindStatePoint(r, id, held);
   r.host_probe_blocks = r.host_state_tokens > 0 ? static_cast<std::int32_t>(HostChain(r).size()) : 0;
   // Declined: blocks an attention model would have restored are held.
-  r.host_probe_declined =
-      r.host_state_tokens == 0 && hkvr_.Probe(id, r.prompt_chain(config_.block_tokens)) > 0;
+  r.host_probe_declined = r.host_state_tokens == 0 && held > 0;
   return r.host_probe_blocks;
 }
 

@@ -158,6 +158,15 @@ void Router::AdoptSession(std::string_view session_id, const SharedSession& shar
   if (shared.instance < 0 || shared.instance >= im.view.size()) return;
   SessionEntry& e = im.Entry(session_id, now, options_);
   const std::int32_t model = im.view.ModelId(shared.model);
+  if (options_.lease == LeasePolicy::kAdaptive && shared.done > e.last_done && !e.return_pending) {
+    // A completion another replica saw, with none of this router's own
+    // awaiting its return: the next call's gap closes here. (One that
+    // does await it stands for both: the gap is then measured from this
+    // newer completion, and the completion counted once.)
+    im.Returns(model).ObserveCompletion();
+    e.return_pending = true;
+    e.pending_hint_s = -1;
+  }
   if (e.last_instance < 0 || shared.done >= e.last_done) {
     e.last_instance = shared.instance;
     if (e.first_instance < 0) e.first_instance = shared.instance;

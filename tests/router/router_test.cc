@@ -494,6 +494,31 @@ TEST(RouterPolicyTest, NamesRoundTrip) {
 
 // Gateway replicas: a record another replica wrote, with the lease it
 // handed over, routes the return back; the lease expires at its own time.
+// Adaptive leases behind gateway replicas: a session's first call goes
+// through replica a, its second, 0.2 s after the first completed, through
+// b, which heard of that completion only through the shared store. b still
+// learns the gap, so after its own completion it installs a lease; having
+// seen no return at all it would decline one.
+TEST_F(RouterTest, AReplicaLearnsTheGapAfterACompletionItAdopted) {
+  RouterOptions o;
+  o.lease_tau_s = 5;
+  o.lease = LeasePolicy::kAdaptive;
+  auto a = Make(o);
+  auto b = Make(o);
+  Feed(*a, 2, 0);
+  Feed(*b, 2, 0);
+  a->Route(Req("s", false), AtSeconds(0));
+  a->OnCompleted("s", "m", 0, 100, 10, AtSeconds(1));
+  SharedSession shared;
+  shared.instance = 0;
+  shared.model = "m";
+  shared.kv_tokens = 100;
+  shared.done = AtSeconds(1);
+  b->AdoptSession("s", shared, AtSeconds(1.2));
+  b->Route(Req("s", true), AtSeconds(1.2));
+  EXPECT_GT(b->OnCompleted("s", "m", 0, 200, 10, AtSeconds(2)), 0);
+}
+
 TEST_F(RouterTest, AnAdoptedLeaseRoutesBackUntilItsOwnExpiry) {
   auto r = Make({});
   Feed(*r, 2, 0);
