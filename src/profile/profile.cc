@@ -77,18 +77,6 @@ std::int64_t ModelProfile::HbmBytesPerRank() const {
   return static_cast<std::int64_t>(hbm_gib_per_gpu * static_cast<double>(kGiB));
 }
 
-double ModelProfile::PrefillSeconds(std::int64_t new_tokens, std::int64_t cached_tokens) const {
-  const auto n = static_cast<double>(new_tokens);
-  const auto c = static_cast<double>(cached_tokens);
-  if (cached_tokens == 0) return prefill_s.At(n);
-  if (!prefill_cached_s.empty()) return prefill_cached_s.At(n, c);
-  return prefill_s.At(0) + std::max(0.0, prefill_s.At(c + n) - prefill_s.At(c));
-}
-
-double ModelProfile::DecodeStepSeconds(std::int32_t batch, std::int64_t mean_context_tokens) const {
-  return decode_step_s.At(batch, static_cast<double>(mean_context_tokens));
-}
-
 double ModelProfile::OpenWeightsSeconds(std::int64_t d2d_bytes) const {
   const auto staged = static_cast<double>(std::clamp<std::int64_t>(d2d_bytes, 0, weight_bytes_per_rank));
   return staged / d2d_bytes_per_s + (static_cast<double>(weight_bytes_per_rank) - staged) / h2d_bytes_per_s;

@@ -9,6 +9,7 @@
 // A loaded profile is immutable and may be shared across threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -91,8 +92,18 @@ struct ModelProfile {
   // Prefill of `new_tokens` after `cached_tokens` already in KV. Without a
   // measured cached table: P(0) + P(cached + new) - P(cached), i.e. the
   // marginal cost of extending the sequence plus the per-batch overhead.
-  double PrefillSeconds(std::int64_t new_tokens, std::int64_t cached_tokens = 0) const;
-  double DecodeStepSeconds(std::int32_t batch, std::int64_t mean_context_tokens) const;
+  // Inline: the router and the scheduler evaluate them per decision and
+  // per step.
+  double PrefillSeconds(std::int64_t new_tokens, std::int64_t cached_tokens = 0) const {
+    const auto n = static_cast<double>(new_tokens);
+    const auto c = static_cast<double>(cached_tokens);
+    if (cached_tokens == 0) return prefill_s.At(n);
+    if (!prefill_cached_s.empty()) return prefill_cached_s.At(n, c);
+    return prefill_s.At(0) + std::max(0.0, prefill_s.At(c + n) - prefill_s.At(c));
+  }
+  double DecodeStepSeconds(std::int32_t batch, std::int64_t mean_context_tokens) const {
+    return decode_step_s.At(batch, static_cast<double>(mean_context_tokens));
+  }
   // Phase 2 of a switch with `d2d_bytes` gathered on device and the rest of
   // the weights loaded from host.
   double OpenWeightsSeconds(std::int64_t d2d_bytes) const;

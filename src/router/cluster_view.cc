@@ -10,8 +10,8 @@
 namespace talaria {
 
 ClusterView::ClusterView(const ProfileSet& profiles, const std::vector<std::string>& names,
-                         const std::vector<std::int32_t>& tps)
-    : profiles_(profiles) {
+                         const std::vector<std::int32_t>& tps, double lease_unit_s)
+    : profiles_(profiles), lease_unit_s_(lease_unit_s) {
   TALARIA_CHECK(names.size() == tps.size(), "one tp per instance");
   for (std::size_t i = 0; i < names.size(); ++i) {
     InstanceState s;
@@ -29,6 +29,7 @@ std::int32_t ClusterView::ModelId(std::string_view name) {
   model_names_.emplace_back(name);
   output_estimate_.push_back(-1);
   by_model_.emplace_back(instances_.size());
+  rows_.emplace_back(instances_.size());
   for (std::size_t i = 0; i < instances_.size(); ++i) {
     instances_[i].profile_of.push_back(profiles_.Find(model_names_.back(), instances_[i].tp));
     by_model_.back()[i].profile = instances_[i].profile_of.back();
@@ -114,6 +115,7 @@ ClusterView::SessionUpdate ClusterView::ApplySnapshot(std::int32_t index, const 
     for (auto& per_model : by_model_) per_model[i].overlay_work_s = 0;
     status.overlay_total_s = 0;
   }
+  RefreshRows(index);
   return update;
 }
 
@@ -121,6 +123,34 @@ void ClusterView::AddForward(std::int32_t i, std::int32_t model, TimePoint now, 
   instances_[static_cast<std::size_t>(i)].overlay.push_back(Forward{now, model, work_s});
   by_model_[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].overlay_work_s += work_s;
   status_[static_cast<std::size_t>(i)].overlay_total_s += work_s;
+  RefreshRows(i);
+}
+
+void ClusterView::RefreshRows(std::int32_t index) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto i = static_cast<std::size_t>(index);
+  const InstanceStatus& s = status_[i];
+  const double leases_here = s.live_leases * lease_unit_s_;
+  for (std::size_t m = 0; m < by_model_.size(); ++m) {
+    const Candidate& c = by_model_[m][i];
+    RankRow& row = rows_[m][i];
+    row.profile = c.profile;
+    row.snapshot_at = s.snapshot_at;
+    row.kind = !c.serves || c.profile == nullptr      ? RankRow::Kind::kSkip
+               : !s.has_snapshot || !s.healthy        ? RankRow::Kind::kDown
+                                                      : RankRow::Kind::kCheck;
+    row.queue_s = c.queued_work_s + c.overlay_work_s + c.live_leases * lease_unit_s_;
+    row.round_s = c.round_estimate_s + s.overlay_total_s + leases_here;
+    // Eq.5 applies where the instance reports both a bound and an estimate.
+    row.round_bound_s = c.round_bound_s > 0 && c.round_estimate_s > 0 ? c.round_bound_s : kInf;
+    row.kv_total_bytes = c.kv_total_bytes > 0 ? c.kv_total_bytes : kInf;
+    row.admit_wait_s = c.admit_wait_s;
+    row.prefill_scale = c.prefill_scale;
+    row.decode_scale = c.decode_scale;
+    row.activation_s = c.activation_s;
+    row.resident = c.resident;
+    row.enters_mid_slot = c.active && c.session_prefill;
+  }
 }
 
 void ClusterView::ObserveOutput(std::int32_t model, std::int64_t output_tokens) {

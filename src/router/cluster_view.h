@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,6 +49,32 @@ struct Candidate {
   bool session_prefill = false;  // continuations with a cached prefix enter mid-slot
 };
 
+// What one decision's cost pass reads of a (model, instance) pair, derived
+// from its Candidate and InstanceStatus whenever either changes, with every
+// sum that does not depend on the request already formed (in the order the
+// pass would form it, so the costs are the same to the bit). 88 bytes, read
+// in index order: the pass at 1,024 instances streams one such array.
+struct RankRow {
+  enum class Kind : std::uint8_t {
+    kSkip,   // does not serve the model (or has no profile for it)
+    kDown,   // serves it, but has no snapshot yet or is unhealthy: stale
+    kCheck,  // rankable while its snapshot is fresh
+  };
+  const ModelProfile* profile = nullptr;
+  TimePoint snapshot_at;
+  double queue_s = 0;  // queued + overlay + a lease unit per live lease of this model
+  double round_s = 0;  // round estimate + overlay (all models) + a lease unit per live lease here
+  double round_bound_s = std::numeric_limits<double>::infinity();   // Eq.5's bound; inf: none
+  double kv_total_bytes = std::numeric_limits<double>::infinity();  // inf: not reported
+  double admit_wait_s = 0;
+  double prefill_scale = 1;
+  double decode_scale = 1;
+  double activation_s = 0;
+  Kind kind = Kind::kSkip;
+  bool resident = false;
+  bool enters_mid_slot = false;  // active, with session-prefill
+};
+
 // What every decision reads of an instance, kept in one dense array (24
 // bytes an instance) apart from the rest of its state.
 struct InstanceStatus {
@@ -62,7 +89,9 @@ class ClusterView {
  public:
   // `names` and `tps` describe the instances in index order; `profiles`
   // must outlive the view.
-  ClusterView(const ProfileSet& profiles, const std::vector<std::string>& names, const std::vector<std::int32_t>& tps);
+  // `lease_unit_s`: the admission a live lease holds (RouterOptions).
+  ClusterView(const ProfileSet& profiles, const std::vector<std::string>& names, const std::vector<std::int32_t>& tps,
+              double lease_unit_s);
 
   std::int32_t size() const { return static_cast<std::int32_t>(instances_.size()); }
   // The catalogue id of a model (assigned on first sight).
@@ -72,9 +101,9 @@ class ClusterView {
   const std::vector<Candidate>& Candidates(std::int32_t model) const {
     return by_model_[static_cast<std::size_t>(model)];
   }
+  // Index-aligned with Candidates(model): what the cost pass scans.
+  const std::vector<RankRow>& Rows(std::int32_t model) const { return rows_[static_cast<std::size_t>(model)]; }
   const InstanceStatus& status(std::int32_t i) const { return status_[static_cast<std::size_t>(i)]; }
-  // Every instance's status, index-aligned (what the cost loop scans).
-  const InstanceStatus* statuses() const { return status_.data(); }
   const ModelProfile* ProfileOf(std::int32_t i, std::int32_t model) const {
     return instances_[static_cast<std::size_t>(i)].profile_of[static_cast<std::size_t>(model)];
   }
@@ -86,7 +115,10 @@ class ClusterView {
   enum class SessionUpdate { kNone, kReplace, kApplyDelta };
   SessionUpdate ApplySnapshot(std::int32_t i, const InstanceTelemetry& t, const RouterOptions& options);
   bool WantsFullSnapshot(std::int32_t i) const { return instances_[static_cast<std::size_t>(i)].wants_full; }
-  void SetHealthy(std::int32_t i, bool healthy) { status_[static_cast<std::size_t>(i)].healthy = healthy; }
+  void SetHealthy(std::int32_t i, bool healthy) {
+    status_[static_cast<std::size_t>(i)].healthy = healthy;
+    RefreshRows(i);
+  }
   // The sessions instance i's snapshots say it holds (index bookkeeping of
   // the session table).
   std::unordered_set<std::string, StringHash, std::equal_to<>>& IndexedSessions(std::int32_t i) {
@@ -115,6 +147,7 @@ class ClusterView {
   void ChargeLease(std::int32_t i, std::int32_t model, std::int32_t delta) {
     status_[static_cast<std::size_t>(i)].live_leases += delta;
     by_model_[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].live_leases += delta;
+    RefreshRows(i);
   }
 
   // Expected output tokens of a call of `model`: the EWMA of completions,
@@ -149,6 +182,8 @@ class ClusterView {
   // after heartbeat, so a name comparison usually replaces a lookup.
   std::int32_t SnapshotModel(InstanceState& inst, std::size_t position, const std::string& name);
   void Remap(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t, const RouterOptions& options);
+  // Re-derives instance i's rows of every model.
+  void RefreshRows(std::int32_t i);
 
   const ProfileSet& profiles_;
   std::vector<InstanceState> instances_;
@@ -157,6 +192,8 @@ class ClusterView {
   std::vector<std::string> model_names_;
   std::vector<double> output_estimate_;           // per catalogue model, EWMA of completions
   std::vector<std::vector<Candidate>> by_model_;  // [catalogue model][instance]
+  std::vector<std::vector<RankRow>> rows_;        // [catalogue model][instance], derived
+  double lease_unit_s_ = 0;
 };
 
 }  // namespace talaria

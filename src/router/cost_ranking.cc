@@ -43,25 +43,25 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   std::size_t next_holder = 0;
   double best_resident = kInf;
   std::int32_t best_resident_at = -1;
+  double best_prefill = 0;
+  bool best_reuses = false;
   // Everything the loop reads of the context, in locals: the loop body
-  // then only loads from the two dense arrays.
+  // then only loads from the model's dense rows.
   const Duration stale_after = FromSeconds(ctx.options.stale_after_s);
-  const double lease_unit_s = ctx.options.lease_unit_s;
   const bool slot_wait = ctx.options.slot_wait;
   const bool admission_control = ctx.options.admission_control;
   const bool last_resort = r.last_resort;
   const TimePoint now = ctx.now;
-  const InstanceStatus* const statuses = ctx.view.statuses();
+  const RankRow* const rows = ctx.view.Rows(ctx.model).data();
   std::int64_t stale = 0;
   Result result;
   const ProfileTerms* terms = nullptr;
   for (std::int32_t i = 0; i < n; ++i) {
-    const Candidate& c = cands[static_cast<std::size_t>(i)];
+    const RankRow& c = rows[i];
     const bool holder = i == holders_[next_holder];
     if (holder) ++next_holder;
-    if (!c.serves || c.profile == nullptr) continue;
-    const InstanceStatus& inst = statuses[i];
-    if (!inst.has_snapshot || !inst.healthy || now - inst.snapshot_at > stale_after) {
+    if (c.kind == RankRow::Kind::kSkip) continue;
+    if (c.kind == RankRow::Kind::kDown || now - c.snapshot_at > stale_after) {
       ++stale;
       continue;
     }
@@ -70,46 +70,51 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // Eq.1 terms, seconds: the profile-only ones once per distinct profile,
     // so the per-instance work is a handful of loads and adds.
     if (terms == nullptr || terms->profile != p) terms = &TermsFor(p, r, ctx.output_tokens);
-    // Queue ahead: the snapshot's, the overlay's forwards, and one admission
-    // unit per live lease of this model here (capacity its next slot holds
-    // for returns the router expects). Every lease here lengthens the round.
-    const double leases = inst.live_leases * lease_unit_s;
-    const double queue = c.queued_work_s + c.overlay_work_s + c.live_leases * lease_unit_s;
-    // A cold instance admits a new call at the model's next P phase: the
-    // wait advertised at the snapshot, less the time since.
+    // Queue ahead (c.queue_s): the snapshot's, the overlay's forwards, and
+    // one admission unit per live lease of this model here (capacity its
+    // next slot holds for returns the router expects). A cold instance
+    // admits a new call at the model's next P phase: the wait advertised at
+    // the snapshot, less the time since.
     double wait = 0;
-    if (slot_wait && c.admit_wait_s > 0) wait = std::max(0.0, c.admit_wait_s - ToSeconds(now - inst.snapshot_at));
+    if (slot_wait && c.admit_wait_s > 0) wait = std::max(0.0, c.admit_wait_s - ToSeconds(now - c.snapshot_at));
     // Profile predictions, scaled by what this instance measured lately.
-    double own = terms->extend_s * c.prefill_scale + terms->decode_s * c.decode_scale;
+    double prefill = terms->extend_s;  // unscaled
     double c_kv = terms->recompute_s * c.prefill_scale;  // missing: recompute the prefix
+    bool reuses = false;  // the prefill counted past reused tokens here
     if (holder) {
       std::int64_t tokens = 0;
       const KvState state = CachedState(ctx.view, i, entry, ctx.model, tokens);
       if (state != KvState::kMissing) {
         const std::int64_t reuse = std::min(tokens, r.prefix_tokens);
-        own = step_cost::CallPrefill(*p, r.prompt_tokens, reuse) * c.prefill_scale + terms->decode_s * c.decode_scale;
+        if (reuse != r.prefix_tokens) prefill = step_cost::CallPrefill(*p, r.prompt_tokens, reuse);
+        reuses = reuse > 0;
         c_kv = state == KvState::kHost ? step_cost::Restore(*p, reuse) : 0.0;
-        if (c.active && c.session_prefill) wait = 0;  // enters mid-slot
+        if (c.enters_mid_slot) wait = 0;  // session-prefill: enters mid-slot
       }
     }
-    const double dr = queue + wait + own;
+    const double own = prefill * c.prefill_scale + terms->decode_s * c.decode_scale;
+    const double dr = c.queue_s + wait + own;
     const double c_act = c.activation_s;
-    // Admission checks: Eq.5 on the predicted round, and KV capacity.
+    // Admission checks: Eq.5 on the predicted round (every lease here
+    // lengthens it), and KV capacity.
     if (admission_control) {
-      const double round = c.round_estimate_s + inst.overlay_total_s + leases + own + c_kv + c_act;
-      if (!last_resort && c.round_bound_s > 0 && round > c.round_bound_s && c.round_estimate_s > 0) continue;
-      if (c.kv_total_bytes > 0 && terms->kv_bytes > c.kv_total_bytes) continue;  // never fits, even last
+      const double round = c.round_s + own + c_kv + c_act;
+      if (!last_resort && round > c.round_bound_s) continue;
+      if (terms->kv_bytes > c.kv_total_bytes) continue;  // never fits, even last
     }
     const double cost = dr + c_kv + c_act;
     if (!c.resident) {
-      replicas_.push_back(ReplicaCandidate{i, cost, dr + c_kv});
+      replicas_.push_back(ReplicaCandidate{i, cost, dr + c_kv, prefill, reuses});
     } else if (cost < best_resident) {  // strict: ties go to the lowest index
       best_resident = cost, best_resident_at = i;
+      best_prefill = prefill, best_reuses = reuses;
     }
   }
   ctx.counters.stale_exclusions += stale;
   std::int32_t pick = best_resident_at;
   double pick_cost = best_resident;
+  double pick_prefill = best_prefill;
+  bool pick_reuses = best_reuses;
   for (const ReplicaCandidate& rc : replicas_) {
     // Eq.2: open a new replica only if its gain beats its cost.
     const double gain = best_resident == kInf ? kInf : best_resident - rc.cost_without_activation_s;
@@ -117,11 +122,18 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // Ties go to the lowest index, resident or not.
     if (rc.cost_s < pick_cost || (rc.cost_s == pick_cost && rc.instance < pick)) {
       pick = rc.instance, pick_cost = rc.cost_s;
+      pick_prefill = rc.prefill_s, pick_reuses = rc.reuses;
       result.opens_replica = true;
     }
   }
   result.instance = pick;
-  if (pick >= 0) result.cost_s = pick_cost;
+  if (pick >= 0) {
+    result.cost_s = pick_cost;
+    // OwnWork's prefill: past the reused tokens, or the whole prompt.
+    const ModelProfile& p = *cands[static_cast<std::size_t>(pick)].profile;
+    if (!pick_reuses) pick_prefill = step_cost::CallPrefill(p, r.prompt_tokens, 0);
+    result.own_work_s = pick_prefill + TermsFor(&p, r, ctx.output_tokens).decode_s;
+  }
   return result;
 }
 

@@ -30,6 +30,9 @@ class CostRanking {
     double cost_s = 0;
     bool any_fresh = false;  // some candidate had fresh telemetry
     bool opens_replica = false;  // the pick does not hold the model open: Eq.2 admitted a new replica
+    // The pick's own work as the overlay counts it (OwnWork: unscaled, its
+    // prefill past the tokens it reuses there, and its decode).
+    double own_work_s = 0;
   };
   Result Rank(const PlacementContext& ctx);
 
@@ -48,6 +51,8 @@ class CostRanking {
     std::int32_t instance;
     double cost_s;
     double cost_without_activation_s;
+    double prefill_s;  // unscaled, past the reused tokens (0 reused: the whole prompt's, found after the pass)
+    bool reuses;
   };
   const ProfileTerms& TermsFor(const ModelProfile* p, const RouteRequest& r, double output_tokens);
 

@@ -34,6 +34,7 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
     pick.reason = RouteDecision::Reason::kCost;
     pick.cost_s = ranked.cost_s;
     pick.opens_replica = ranked.opens_replica;
+    pick.own_work_s = ranked.own_work_s;
   }
   return pick;
 }

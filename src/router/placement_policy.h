@@ -39,6 +39,9 @@ struct PolicyPick {
   bool lease_hit = false;
   double cost_s = 0;  // Eq.1 cost of the pick (cost ranking only)
   bool opens_replica = false;  // cost ranking: the pick opens the model there (Eq.2)
+  // OwnWork at the pick when the policy computed it on the way; < 0: the
+  // router computes it.
+  double own_work_s = -1;
   // No pick: whether some fresh candidate was seen (and failed admission).
   bool fresh_candidate_seen = false;
 };

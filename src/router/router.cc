@@ -45,7 +45,7 @@ bool ParseRouterPolicy(std::string_view name, RouterPolicy& out) {
 struct Router::Impl {
   explicit Impl(RouterOptions options, const ProfileSet& profiles, const std::vector<std::string>& names,
                 const std::vector<std::int32_t>& tps)
-      : view(profiles, names, tps), leases(view), policy(MakePlacementPolicy(options.policy, leases)) {}
+      : view(profiles, names, tps, options.lease_unit_s), leases(view), policy(MakePlacementPolicy(options.policy, leases)) {}
 
   ClusterView view;
   SessionTable sessions;
@@ -249,9 +249,13 @@ RouteDecision Router::Route(const RouteRequest& r, TimePoint now) {
   d.cost_s = pick.cost_s;
   d.opens_replica = pick.opens_replica;
   // The overlay counts the call's own work there until a snapshot shows it.
-  std::int64_t tokens = 0;
-  CachedState(im.view, pick.instance, entry, model, tokens);
-  im.view.AddForward(pick.instance, model, now, OwnWork(ctx, pick.instance, std::min(tokens, r.prefix_tokens)));
+  double own_work_s = pick.own_work_s;
+  if (own_work_s < 0) {
+    std::int64_t tokens = 0;
+    CachedState(im.view, pick.instance, entry, model, tokens);
+    own_work_s = OwnWork(ctx, pick.instance, std::min(tokens, r.prefix_tokens));
+  }
+  im.view.AddForward(pick.instance, model, now, own_work_s);
   if (entry.first_instance < 0) entry.first_instance = pick.instance;
   entry.last_instance = pick.instance;
   entry.model = model;
