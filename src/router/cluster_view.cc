@@ -8,6 +8,17 @@
 #include "router/router.h"
 
 namespace talaria {
+namespace {
+
+// A RankRow's sums, formed in the order the cost pass used to form them.
+double QueueSeconds(const Candidate& c, double lease_unit_s) {
+  return c.queued_work_s + c.overlay_work_s + c.live_leases * lease_unit_s;
+}
+double RoundSeconds(const Candidate& c, const InstanceStatus& s, double lease_unit_s) {
+  return c.round_estimate_s + s.overlay_total_s + s.live_leases * lease_unit_s;
+}
+
+}  // namespace
 
 ClusterView::ClusterView(const ProfileSet& profiles, const std::vector<std::string>& names,
                          const std::vector<std::int32_t>& tps, double lease_unit_s)
@@ -123,14 +134,20 @@ void ClusterView::AddForward(std::int32_t i, std::int32_t model, TimePoint now, 
   instances_[static_cast<std::size_t>(i)].overlay.push_back(Forward{now, model, work_s});
   by_model_[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].overlay_work_s += work_s;
   status_[static_cast<std::size_t>(i)].overlay_total_s += work_s;
-  RefreshRows(i);
+  // Only the overlay sums moved: this model's queue and every model's round.
+  const auto at = static_cast<std::size_t>(i);
+  for (std::size_t m = 0; m < by_model_.size(); ++m) {
+    const Candidate& c = by_model_[m][at];
+    RankRow& row = rows_[m][at];
+    if (m == static_cast<std::size_t>(model)) row.queue_s = QueueSeconds(c, lease_unit_s_);
+    row.round_s = RoundSeconds(c, status_[at], lease_unit_s_);
+  }
 }
 
 void ClusterView::RefreshRows(std::int32_t index) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto i = static_cast<std::size_t>(index);
   const InstanceStatus& s = status_[i];
-  const double leases_here = s.live_leases * lease_unit_s_;
   for (std::size_t m = 0; m < by_model_.size(); ++m) {
     const Candidate& c = by_model_[m][i];
     RankRow& row = rows_[m][i];
@@ -139,8 +156,8 @@ void ClusterView::RefreshRows(std::int32_t index) {
     row.kind = !c.serves || c.profile == nullptr      ? RankRow::Kind::kSkip
                : !s.has_snapshot || !s.healthy        ? RankRow::Kind::kDown
                                                       : RankRow::Kind::kCheck;
-    row.queue_s = c.queued_work_s + c.overlay_work_s + c.live_leases * lease_unit_s_;
-    row.round_s = c.round_estimate_s + s.overlay_total_s + leases_here;
+    row.queue_s = QueueSeconds(c, lease_unit_s_);
+    row.round_s = RoundSeconds(c, s, lease_unit_s_);
     // Eq.5 applies where the instance reports both a bound and an estimate.
     row.round_bound_s = c.round_bound_s > 0 && c.round_estimate_s > 0 ? c.round_bound_s : kInf;
     row.kv_total_bytes = c.kv_total_bytes > 0 ? c.kv_total_bytes : kInf;

@@ -47,7 +47,11 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   bool best_reuses = false;
   // Everything the loop reads of the context, in locals: the loop body
   // then only loads from the model's dense rows.
-  const Duration stale_after = FromSeconds(ctx.options.stale_after_s);
+  if (ctx.options.stale_after_s != stale_after_s_) {  // converted once, not per decision
+    stale_after_s_ = ctx.options.stale_after_s;
+    stale_after_ = FromSeconds(stale_after_s_);
+  }
+  const Duration stale_after = stale_after_;
   const bool slot_wait = ctx.options.slot_wait;
   const bool admission_control = ctx.options.admission_control;
   const bool last_resort = r.last_resort;

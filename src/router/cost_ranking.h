@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/time.h"
 #include "router/placement_policy.h"
 
 namespace talaria {
@@ -59,6 +60,8 @@ class CostRanking {
   std::vector<ReplicaCandidate> replicas_;  // fresh, admissible, not resident
   std::vector<std::int32_t> holders_;       // instances holding the session's prefix
   std::vector<ProfileTerms> terms_;
+  double stale_after_s_ = -1;  // RouterOptions::stale_after_s, as stale_after_
+  Duration stale_after_{};
 };
 
 }  // namespace talaria

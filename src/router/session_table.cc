@@ -3,6 +3,14 @@
 #include <algorithm>
 
 namespace talaria {
+namespace {
+
+void ForgetAt(HeldLocations& held, std::int32_t index) {
+  held.erase(std::remove_if(held.begin(), held.end(), [&](const PrefixLocation& l) { return l.instance == index; }),
+             held.end());
+}
+
+}  // namespace
 
 SessionEntry& SessionTable::Add(std::string_view id, TimePoint now) {
   SessionEntry& e = entries_.emplace(std::string(id), SessionEntry{}).first->second;
@@ -21,7 +29,7 @@ void SessionTable::Reindex(std::int32_t index, ClusterView& view, const Instance
   for (const auto& id : indexed) {
     auto it = entries_.find(id);
     if (it != entries_.end()) {
-      std::erase_if(it->second.held, [&](const PrefixLocation& l) { return l.instance == index; });
+      ForgetAt(it->second.held, index);
     }
   }
   indexed.clear();
@@ -39,13 +47,13 @@ void SessionTable::ApplyDelta(std::int32_t index, ClusterView& view, const Insta
   for (const auto& [id, c] : t.sessions) {
     if (c.state == KvState::kMissing) {
       if (auto it = entries_.find(id); it != entries_.end()) {
-        std::erase_if(it->second.held, [&](const PrefixLocation& l) { return l.instance == index; });
+        ForgetAt(it->second.held, index);
       }
       indexed.erase(id);
       continue;
     }
     const std::int32_t model = view.ModelId(c.model);
-    std::vector<PrefixLocation>& held = Entry(id, at).held;
+    HeldLocations& held = Entry(id, at).held;
     auto l = std::find_if(held.begin(), held.end(), [&](const PrefixLocation& x) { return x.instance == index; });
     if (l == held.end()) {
       held.push_back(PrefixLocation{index, model, c.state, c.tokens});

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include "core/return_model.h"
 #include "core/strings.h"
@@ -52,22 +53,29 @@ struct PrefixLocation {
   std::int64_t tokens;
 };
 
+// Where a session's prefix is held: almost always one instance, kept
+// inline in the entry (a second location, during a move, spills to the
+// heap), so a decision reads its session's locations without a second
+// random cache line.
+using HeldLocations = absl::InlinedVector<PrefixLocation, 1>;
+
 struct SessionEntry {
+  // What every decision reads, first (the slot's key precedes them).
   std::int32_t last_instance = -1;
-  std::int32_t first_instance = -1;  // session-sticky's pin
   std::int32_t model = -1;
-  std::int64_t kv_tokens = 0;
   TimePoint last_use;
   TimePoint last_done;  // completion seen by the router (newer than a snapshot?)
+  std::int64_t kv_tokens = 0;
+  HeldLocations held;  // where snapshots say its prefix is
   Lease lease;
-  std::vector<PrefixLocation> held;  // where snapshots say its prefix is
-  TimePoint queued_use;  // last_use when its FIFO place was taken (SessionTable)
-  // Adaptive leases: its gaps so far, and whether a completion's gap is
-  // still to be seen (the next call's first routing closes it), with that
-  // call's tool-time hint (< 0: none).
-  SessionGaps gaps;
+  std::int32_t first_instance = -1;  // session-sticky's pin
+  // Adaptive leases: whether a completion's gap is still to be seen (the
+  // next call's first routing closes it), with that call's tool-time hint
+  // (< 0: none), and its gaps so far.
   bool return_pending = false;
   float pending_hint_s = -1;
+  SessionGaps gaps;
+  TimePoint queued_use;  // last_use when its FIFO place was taken (SessionTable)
 };
 
 class SessionTable {
