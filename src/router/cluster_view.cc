@@ -165,6 +165,7 @@ void ClusterView::RefreshRows(std::int32_t index) {
     row.prefill_scale = c.prefill_scale;
     row.decode_scale = c.decode_scale;
     row.activation_s = c.activation_s;
+    row.replica_threshold_s = c.replica_threshold_s;
     row.resident = c.resident;
     row.enters_mid_slot = c.active && c.session_prefill;
   }

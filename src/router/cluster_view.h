@@ -52,7 +52,7 @@ struct Candidate {
 // What one decision's cost pass reads of a (model, instance) pair, derived
 // from its Candidate and InstanceStatus whenever either changes, with every
 // sum that does not depend on the request already formed (in the order the
-// pass would form it, so the costs are the same to the bit). 88 bytes, read
+// pass would form it, so the costs are the same to the bit). 96 bytes, read
 // in index order: the pass at 1,024 instances streams one such array.
 struct RankRow {
   enum class Kind : std::uint8_t {
@@ -70,6 +70,7 @@ struct RankRow {
   double prefill_scale = 1;
   double decode_scale = 1;
   double activation_s = 0;
+  double replica_threshold_s = 0;  // Eq.2's right-hand side
   Kind kind = Kind::kSkip;
   bool resident = false;
   bool enters_mid_slot = false;  // active, with session-prefill

@@ -27,7 +27,6 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   const RouteRequest& r = ctx.request;
   const SessionEntry& entry = ctx.entry;
   const std::int32_t n = ctx.view.size();
-  const std::vector<Candidate>& cands = ctx.view.Candidates(ctx.model);
   terms_.clear();
   replicas_.clear();
   holders_.clear();
@@ -99,6 +98,11 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     const double own = prefill * c.prefill_scale + terms->decode_s * c.decode_scale;
     const double dr = c.queue_s + wait + own;
     const double c_act = c.activation_s;
+    const double cost = dr + c_kv + c_act;
+    // A candidate dearer than the cheapest resident one so far cannot be
+    // picked (that cost only falls, and a replica must beat it too): its
+    // admission is moot.
+    if (!(cost <= best_resident)) continue;
     // Admission checks: Eq.5 on the predicted round (every lease here
     // lengthens it), and KV capacity.
     if (admission_control) {
@@ -106,9 +110,8 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
       if (!last_resort && round > c.round_bound_s) continue;
       if (terms->kv_bytes > c.kv_total_bytes) continue;  // never fits, even last
     }
-    const double cost = dr + c_kv + c_act;
     if (!c.resident) {
-      replicas_.push_back(ReplicaCandidate{i, cost, dr + c_kv, prefill, reuses});
+      replicas_.push_back(ReplicaCandidate{i, cost, dr + c_kv, c.replica_threshold_s, prefill, reuses});
     } else if (cost < best_resident) {  // strict: ties go to the lowest index
       best_resident = cost, best_resident_at = i;
       best_prefill = prefill, best_reuses = reuses;
@@ -122,7 +125,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   for (const ReplicaCandidate& rc : replicas_) {
     // Eq.2: open a new replica only if its gain beats its cost.
     const double gain = best_resident == kInf ? kInf : best_resident - rc.cost_without_activation_s;
-    if (!(gain > cands[static_cast<std::size_t>(rc.instance)].replica_threshold_s)) continue;
+    if (!(gain > rc.replica_threshold_s)) continue;
     // Ties go to the lowest index, resident or not.
     if (rc.cost_s < pick_cost || (rc.cost_s == pick_cost && rc.instance < pick)) {
       pick = rc.instance, pick_cost = rc.cost_s;
@@ -134,7 +137,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   if (pick >= 0) {
     result.cost_s = pick_cost;
     // OwnWork's prefill: past the reused tokens, or the whole prompt.
-    const ModelProfile& p = *cands[static_cast<std::size_t>(pick)].profile;
+    const ModelProfile& p = *ctx.view.Rows(ctx.model)[static_cast<std::size_t>(pick)].profile;
     if (!pick_reuses) pick_prefill = step_cost::CallPrefill(p, r.prompt_tokens, 0);
     result.own_work_s = pick_prefill + TermsFor(&p, r, ctx.output_tokens).decode_s;
   }

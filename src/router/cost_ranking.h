@@ -52,6 +52,7 @@ class CostRanking {
     std::int32_t instance;
     double cost_s;
     double cost_without_activation_s;
+    double replica_threshold_s;  // Eq.2's right-hand side there
     double prefill_s;  // unscaled, past the reused tokens (0 reused: the whole prompt's, found after the pass)
     bool reuses;
   };
