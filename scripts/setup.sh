@@ -21,7 +21,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-  libspdlog-dev libfmt-dev libxxhash-dev libhiredis-dev libboost-dev libopenblas-dev libabsl-dev
+  libspdlog-dev libfmt-dev libxxhash-dev libhiredis-dev libboost-dev libopenblas-dev libabsl-dev libsimdjson-dev
   libjs-chart.js
   curl
 )

@@ -5,11 +5,13 @@
 # instance (keep-alive upstream, one worker process). Installs nginx-light
 # and wrk from Debian if missing.
 # Usage: bench/gateway/run.sh [path/to/talaria] [seconds per run (default 5)] [rounds (default 3)]
+#                             [wrk connection counts (default "1 32 128")]
 set -euo pipefail
 dir=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$dir/../../build/talaria}
 secs=${2:-5}
 rounds=${3:-3}
+conn_counts=${4:-1 32 128}
 source "$dir/lib.sh"
 ensure_packages wrk=wrk nginx=nginx-light
 tmp=$(mktemp -d)
@@ -29,9 +31,11 @@ ip=$(wait_port "$tmp/instance.port")
   --instance-address "worker-0=127.0.0.1:$ip" > "$tmp/gateway.log" 2>&1 &
 pids+=($!)
 gp=$(wait_port "$tmp/gateway.port")
-np=$((ip + 1))
-while (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null; do np=$((np + 1)); done
-cat > "$tmp/nginx.conf" <<NGINX
+# nginx's port: below the ephemeral range (a port next to the instance's
+# may be the local end of one of the gateway's connections, which nothing
+# listens on but bind refuses), the first one nginx can bind.
+write_nginx_conf() {
+  cat > "$tmp/nginx.conf" <<NGINX
 worker_processes 1;
 pid $tmp/nginx.pid;
 error_log $tmp/nginx-error.log;
@@ -52,7 +56,15 @@ http {
   }
 }
 NGINX
-nginx -c "$tmp/nginx.conf" -p "$tmp"
+}
+np=$((20000 + RANDOM % 5000))
+for attempt in $(seq 20); do
+  while (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null; do np=$((np + 1)); done
+  write_nginx_conf
+  nginx -c "$tmp/nginx.conf" -p "$tmp" 2>> "$tmp/nginx-start.log" && break
+  [[ $attempt -eq 20 ]] && { cat "$tmp/nginx-start.log" >&2; exit 1; }
+  np=$((np + 1))
+done
 for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null && break; sleep 0.05; done
 
 # Warm up every path (connections, session tables).
@@ -61,7 +73,7 @@ for port in "$ip" "$gp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http:/
 # Rounds interleave the three targets so drift on a shared machine hits
 # each alike; each figure is the median over rounds.
 printf "%-34s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
-for conns in 1 32; do
+for conns in $conn_counts; do
   measure "direct:$ip gateway:$gp nginx:$np" "$conns"
   printf "%-34s %10s %10s %12s\n" "instance directly ($conns)" "$direct_p50" "$direct_p99" "$direct_rps"
   printf "%-34s %10s %10s %12s\n" "gateway -> instance ($conns)" "$gateway_p50" "$gateway_p99" "$gateway_rps"

@@ -299,17 +299,18 @@ struct RemoteInstanceLink::Impl {
     stream.body_limit(boost::none);
     StreamState st;
     SseDecoder sse;
-    std::vector<char> chunk(16384);
+    constexpr std::size_t kChunk = 16384;
+    const auto chunk = std::make_unique_for_overwrite<char[]>(kChunk);  // read into: no need to zero it
     while (!stream.is_done() && !st.error) {
-      stream.get().body().data = chunk.data();
-      stream.get().body().size = chunk.size();
+      stream.get().body().data = chunk.get();
+      stream.get().body().size = kChunk;
       // read_some: relay what arrived (an event is a few hundred bytes), not
       // what fills the buffer, or tokens reach the client in 16 KB bursts.
       ExpectBytes(*conn);
       co_await http::async_read_some(*conn, buffer, stream, net::redirect_error(net::use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) break;
-      sse.Feed(chunk.data(), chunk.size() - stream.get().body().size,
+      sse.Feed(chunk.get(), kChunk - stream.get().body().size,
                [&](std::string_view data) { HandleEvent(data, *rc, st); });
     }
     rc->stream = nullptr;

@@ -18,6 +18,7 @@
 #include "config/serve_options.h"
 #include "fuzz/mutator.h"
 #include "server/openai_api.h"
+#include "server/openai_decode.h"
 
 namespace talaria {
 namespace {
@@ -118,6 +119,33 @@ TEST(HttpFuzzTest, OpenAiBodiesParseOrGetA400) {
     return ParseBody(chat, body, header);
   });
   EXPECT_GT(accepted, 0);
+}
+
+// What the gateway reads from an instance (its answers and stream events),
+// a peer that may be broken: every JSON object reads (a valid one is never
+// refused), anything else is refused, and nothing crashes. nlohmann's
+// strict parser is the reference for "a valid JSON object".
+TEST(HttpFuzzTest, InstanceEventsReadOrAreRefused) {
+  fuzz::Mutator mutator(
+      {R"({"id":"c","object":"text_completion","choices":[{"index":0,"text":"a\"b\n","finish_reason":"stop"}],)"
+       R"("usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":8}},)"
+       R"("talaria":{"kv_source":"host","instance":"w1"}})",
+       R"({"choices":[{"index":0,"delta":{"content":"he"},"finish_reason":null}]})",
+       R"({"error":{"message":"gone","type":"server_error","status":503}})"},
+      {"\"", "\\", "\\u", "\\ud800", "\xc3\x28", "{", "}", "[", "]", ",", ":", "null", "true", "-1", "1e999",
+       "1.5", "\"text\":", "\"usage\":", "\"choices\":", "\"delta\":", "\"content\":", std::string(300, 'a')});
+  const std::int64_t read = fuzz::Drive(mutator, [](const std::string& input) {
+    CompletionEvent e;
+    const bool ok = ReadCompletionEvent(input, e);
+    const nlohmann::json reference = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
+    if (reference.is_object()) {
+      EXPECT_TRUE(ok) << "a valid object was refused: " << input;
+    } else if (!reference.is_discarded()) {
+      EXPECT_FALSE(ok) << "not an object: " << input;
+    }
+    return ok;
+  });
+  EXPECT_GT(read, 0);
 }
 
 }  // namespace

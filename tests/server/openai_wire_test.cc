@@ -76,6 +76,27 @@ TEST(OpenAiWireTest, NotAJsonObjectIsRefused) {
   CompletionEvent e;
   EXPECT_FALSE(ReadCompletionEvent("[1,2]", e));
   EXPECT_FALSE(ReadCompletionEvent("{\"choices\":", e));
+  EXPECT_FALSE(ReadCompletionEvent("{\"choices\":[{\"text\":\"a\"}]", e));
+  EXPECT_FALSE(ReadCompletionEvent("{\"usage\":{} } {\"error\":1}", e));
+  EXPECT_FALSE(ReadCompletionEvent("{\"choices\":[{\"text\":\"a\"", e));
+  EXPECT_FALSE(ReadCompletionEvent("", e));
+}
+
+TEST(OpenAiWireTest, FieldsOfAnotherTypeReadAsAbsent) {
+  CompletionEvent e;
+  ASSERT_TRUE(ReadCompletionEvent(
+      R"({"choices":[{"delta":{"role":"assistant","content":null},"finish_reason":null},7],)"
+      R"("usage":{"prompt_tokens":4.5,"completion_tokens":2,"prompt_tokens_details":null},"talaria":[]})",
+      e));
+  EXPECT_EQ(e.text, "");
+  EXPECT_EQ(e.finish_reason, "");
+  EXPECT_TRUE(e.has_usage);
+  EXPECT_EQ(e.usage.prompt_tokens, 0);
+  EXPECT_EQ(e.usage.completion_tokens, 2);
+  EXPECT_EQ(e.usage.cached_tokens, 0);
+  ASSERT_TRUE(ReadCompletionEvent(R"({"error":{"message":"x"},"choices":[{"text":"a\u00e9\n"}]})", e));
+  EXPECT_TRUE(e.error);
+  EXPECT_EQ(e.text, "a\xc3\xa9\n");
 }
 
 TEST(OpenAiWireTest, ATokenIdRequestBodyParsesAsSent) {
