@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include <simdjson.h>
 
@@ -17,16 +16,6 @@ namespace od = simdjson::ondemand;
 // names and skipping the rest, without building a tree or a string per
 // token. This runs for every event of every call.
 
-// A container of the wanted kind, or `absent` when the value is another
-// kind (null, a number: nothing to read there); a malformed document is an
-// error either way.
-template <typename T>
-simdjson::error_code Container(simdjson::simdjson_result<T> r, T& out, bool& absent) {
-  const simdjson::error_code e = std::move(r).get(out);
-  absent = e == simdjson::INCORRECT_TYPE;
-  return absent ? simdjson::SUCCESS : e;
-}
-
 // A string field's value; anything else (null, a number) reads as absent.
 void ReadString(od::value v, std::string& out) {
   std::string_view s;
@@ -37,83 +26,60 @@ void ReadInteger(od::value v, std::int64_t& out) {
   if (v.get_int64().get(n) == simdjson::SUCCESS) out = n;
 }
 
-// {"content": ...} of a chat message or delta.
-simdjson::error_code ReadContent(od::value v, std::string& text) {
+// Calls on_field(key, value) for each field of `v` when it is an object; a
+// value of another kind (null, a number) has nothing to read. A malformed
+// document is an error either way.
+template <typename OnField>
+simdjson::error_code ForEachField(od::value v, OnField&& on_field) {
   od::object o;
-  bool absent = false;
-  SIMDJSON_TRY(Container(v.get_object(), o, absent));
-  if (absent) return simdjson::SUCCESS;
+  const simdjson::error_code kind = v.get_object().get(o);
+  if (kind == simdjson::INCORRECT_TYPE) return simdjson::SUCCESS;
+  SIMDJSON_TRY(kind);
   for (auto field : o) {
     std::string_view key;
     SIMDJSON_TRY(field.unescaped_key().get(key));
-    if (key == "content") ReadString(field.value(), text);
+    SIMDJSON_TRY(on_field(key, field.value()));
   }
   return simdjson::SUCCESS;
 }
 
+// "choices": each choice's text, message or delta content, and finish
+// reason (the last choice's win; servers send one).
 simdjson::error_code ReadChoices(od::value v, CompletionEvent& out) {
   od::array choices;
-  bool absent = false;
-  SIMDJSON_TRY(Container(v.get_array(), choices, absent));
-  if (absent) return simdjson::SUCCESS;
+  const simdjson::error_code kind = v.get_array().get(choices);
+  if (kind == simdjson::INCORRECT_TYPE) return simdjson::SUCCESS;
+  SIMDJSON_TRY(kind);
   for (auto element : choices) {
-    od::value e;
-    SIMDJSON_TRY(element.get(e));
-    od::object choice;
-    SIMDJSON_TRY(Container(e.get_object(), choice, absent));
-    if (absent) continue;
-    for (auto field : choice) {
-      std::string_view key;
-      SIMDJSON_TRY(field.unescaped_key().get(key));
-      if (key == "text") {
-        ReadString(field.value(), out.text);
-      } else if (key == "message" || key == "delta") {
-        SIMDJSON_TRY(ReadContent(field.value(), out.text));
-      } else if (key == "finish_reason") {
-        ReadString(field.value(), out.finish_reason);
+    od::value choice;
+    SIMDJSON_TRY(element.get(choice));
+    SIMDJSON_TRY(ForEachField(choice, [&](std::string_view key, od::value value) {
+      if (key == "text") ReadString(value, out.text);
+      else if (key == "finish_reason") ReadString(value, out.finish_reason);
+      else if (key == "message" || key == "delta") {
+        return ForEachField(value, [&](std::string_view k, od::value content) {
+          if (k == "content") ReadString(content, out.text);
+          return simdjson::SUCCESS;
+        });
       }
-    }
+      return simdjson::SUCCESS;
+    }));
   }
   return simdjson::SUCCESS;
 }
 
 simdjson::error_code ReadUsage(od::value v, Usage& usage) {
-  od::object o;
-  bool absent = false;
-  SIMDJSON_TRY(Container(v.get_object(), o, absent));
-  if (absent) return simdjson::SUCCESS;
-  for (auto field : o) {
-    std::string_view key;
-    SIMDJSON_TRY(field.unescaped_key().get(key));
-    if (key == "prompt_tokens") {
-      ReadInteger(field.value(), usage.prompt_tokens);
-    } else if (key == "completion_tokens") {
-      ReadInteger(field.value(), usage.completion_tokens);
-    } else if (key == "prompt_tokens_details") {
-      od::object details;
-      SIMDJSON_TRY(Container(field.value().get_object(), details, absent));
-      if (absent) continue;
-      for (auto d : details) {
-        SIMDJSON_TRY(d.unescaped_key().get(key));
-        if (key == "cached_tokens") ReadInteger(d.value(), usage.cached_tokens);
-      }
+  return ForEachField(v, [&](std::string_view key, od::value value) {
+    if (key == "prompt_tokens") ReadInteger(value, usage.prompt_tokens);
+    else if (key == "completion_tokens") ReadInteger(value, usage.completion_tokens);
+    else if (key == "prompt_tokens_details") {
+      return ForEachField(value, [&](std::string_view k, od::value cached) {
+        if (k == "cached_tokens") ReadInteger(cached, usage.cached_tokens);
+        return simdjson::SUCCESS;
+      });
     }
-  }
-  return simdjson::SUCCESS;
-}
-
-simdjson::error_code ReadExtension(od::value v, Usage& usage) {
-  od::object o;
-  bool absent = false;
-  SIMDJSON_TRY(Container(v.get_object(), o, absent));
-  if (absent) return simdjson::SUCCESS;
-  for (auto field : o) {
-    std::string_view key;
-    SIMDJSON_TRY(field.unescaped_key().get(key));
-    if (key == "kv_source") ReadString(field.value(), usage.kv_source);
-    else if (key == "instance") ReadString(field.value(), usage.instance);
-  }
-  return simdjson::SUCCESS;
+    return simdjson::SUCCESS;
+  });
 }
 
 simdjson::error_code ReadEvent(od::document& doc, CompletionEvent& out) {
@@ -127,8 +93,12 @@ simdjson::error_code ReadEvent(od::document& doc, CompletionEvent& out) {
     } else if (key == "usage") {
       out.has_usage = true;
       SIMDJSON_TRY(ReadUsage(field.value(), out.usage));
-    } else if (key == "talaria") {
-      SIMDJSON_TRY(ReadExtension(field.value(), out.usage));
+    } else if (key == "talaria") {  // the extension: where the KV came from, which instance
+      SIMDJSON_TRY(ForEachField(field.value(), [&](std::string_view k, od::value value) {
+        if (k == "kv_source") ReadString(value, out.usage.kv_source);
+        else if (k == "instance") ReadString(value, out.usage.instance);
+        return simdjson::SUCCESS;
+      }));
     } else if (key == "error") {
       out.error = true;
     }
@@ -152,7 +122,11 @@ bool ReadCompletionEvent(std::string_view data, CompletionEvent& out) {
   padded.assign(data);
   od::document doc;
   if (parser.iterate(padded.data(), padded.size(), padded.capacity()).get(doc) != simdjson::SUCCESS) return false;
-  return ReadEvent(doc, out) == simdjson::SUCCESS;
+  try {  // a result converted to its value throws on an error
+    return ReadEvent(doc, out) == simdjson::SUCCESS;
+  } catch (const simdjson::simdjson_error&) {
+    return false;
+  }
 }
 
 }  // namespace talaria
