@@ -10,8 +10,12 @@
 // One pass computes Eq.1 for every candidate and keeps the cheapest resident
 // one; candidates that would need a new replica are set aside with their
 // cost, and Eq.2 (which needs the best resident cost) decides among them
-// afterwards. Scratch is kept between decisions: a decision allocates
-// nothing once warm.
+// afterwards. A candidate dearer than the cheapest resident one so far is
+// dropped before its admission checks (it cannot be picked). The pass reads
+// the model's dense RankRows (router/cluster_view.h), whose
+// request-independent sums are formed when telemetry or a placement changes
+// them. Scratch is kept between decisions: a decision allocates nothing once
+// warm.
 //
 // Policy code: takes `now` through the context, no clock, no I/O.
 #pragma once
