@@ -33,6 +33,12 @@ ClusterView::ClusterView(const ProfileSet& profiles, const std::vector<std::stri
 }
 
 std::int32_t ClusterView::ModelId(std::string_view name) {
+  // A catalogue of a few models: comparing names beats hashing one.
+  if (model_names_.size() <= kScannedCatalogue) {
+    for (std::size_t id = 0; id < model_names_.size(); ++id) {
+      if (model_names_[id] == name) return static_cast<std::int32_t>(id);
+    }
+  }
   auto it = model_ids_.find(name);
   if (it != model_ids_.end()) return it->second;
   const auto id = static_cast<std::int32_t>(model_names_.size());

@@ -186,6 +186,9 @@ class ClusterView {
   // Re-derives instance i's rows of every model.
   void RefreshRows(std::int32_t i);
 
+  // Up to this many models, ModelId compares names instead of hashing.
+  static constexpr std::size_t kScannedCatalogue = 8;
+
   const ProfileSet& profiles_;
   std::vector<InstanceState> instances_;
   std::vector<InstanceStatus> status_;  // [instance]

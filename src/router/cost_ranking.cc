@@ -32,12 +32,16 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
   holders_.clear();
   // The few instances holding this session's prefix, found first, so the
   // pass treats every other candidate as a recompute.
+  // A handful at most: kept sorted and unique by insertion.
+  const auto add_holder = [&](std::int32_t i) {
+    auto at = holders_.end();
+    while (at != holders_.begin() && *(at - 1) > i) --at;
+    if (at == holders_.begin() || *(at - 1) != i) holders_.insert(at, i);
+  };
   for (const PrefixLocation& l : entry.held) {
-    if (l.model == ctx.model) holders_.push_back(l.instance);
+    if (l.model == ctx.model) add_holder(l.instance);
   }
-  if (entry.last_instance >= 0 && entry.model == ctx.model) holders_.push_back(entry.last_instance);
-  std::sort(holders_.begin(), holders_.end());
-  holders_.erase(std::unique(holders_.begin(), holders_.end()), holders_.end());
+  if (entry.last_instance >= 0 && entry.model == ctx.model) add_holder(entry.last_instance);
   holders_.push_back(n);  // sentinel
   std::size_t next_holder = 0;
   double best_resident = kInf;
