@@ -77,23 +77,27 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
   const double kv_used_fraction = total > 0 ? 1.0 - static_cast<double>(t.kv_free_bytes) / total : 0.0;
   const double slack_fraction = total > 0 ? std::min(1.0, static_cast<double>(t.staging_slack_bytes) / total) : 1.0;
   const double mu = options.hbm_price_s_per_gib * (1.0 + kv_used_fraction) * (2.0 - slack_fraction);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   for (std::size_t position = 0; position < t.models.size(); ++position) {
     const ModelTelemetry& mt = t.models[position];
     const std::int32_t id = SnapshotModel(inst, position, mt.name);
     Candidate& c = by_model_[static_cast<std::size_t>(id)][i];
     c.serves = true;
     c.queued_work_s = mt.queued_work_s;
-    c.activation_s = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
-    c.admit_wait_s = mt.admit_wait_s;
-    c.active = mt.active;
-    c.session_prefill = t.session_prefill;
     c.round_estimate_s = t.round_estimate_s;
-    c.round_bound_s = t.round_bound_s;
-    c.kv_total_bytes = total;
-    c.replica_threshold_s = mt.full_open_s + mu * ToGiB(mt.weight_bytes_per_rank) + options.replica_penalty_s;
-    c.prefill_scale = mt.prefill_scale;
-    c.decode_scale = mt.decode_scale;
-    c.resident = mt.resident;
+    // The snapshot's request-independent terms, straight into the row
+    // (RefreshRows, at the end of ApplySnapshot, forms the sums).
+    RankRow& row = rows_[static_cast<std::size_t>(id)][i];
+    row.activation_s = mt.active ? 0.0 : mt.resident ? mt.switch_in_s : mt.full_open_s + mt.switch_in_s;
+    row.admit_wait_s = mt.admit_wait_s;
+    row.enters_mid_slot = mt.active && t.session_prefill;
+    // Eq.5 applies where the instance reports both a bound and an estimate.
+    row.round_bound_s = t.round_bound_s > 0 && t.round_estimate_s > 0 ? t.round_bound_s : kInf;
+    row.kv_total_bytes = total > 0 ? total : kInf;
+    row.replica_threshold_s = mt.full_open_s + mu * ToGiB(mt.weight_bytes_per_rank) + options.replica_penalty_s;
+    row.prefill_scale = mt.prefill_scale;
+    row.decode_scale = mt.decode_scale;
+    row.resident = mt.resident;
     inst.load_s += mt.queued_work_s;
   }
 }
@@ -151,7 +155,6 @@ void ClusterView::AddForward(std::int32_t i, std::int32_t model, TimePoint now, 
 }
 
 void ClusterView::RefreshRows(std::int32_t index) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto i = static_cast<std::size_t>(index);
   const InstanceStatus& s = status_[i];
   for (std::size_t m = 0; m < by_model_.size(); ++m) {
@@ -164,16 +167,6 @@ void ClusterView::RefreshRows(std::int32_t index) {
                                                       : RankRow::Kind::kCheck;
     row.queue_s = QueueSeconds(c, lease_unit_s_);
     row.round_s = RoundSeconds(c, s, lease_unit_s_);
-    // Eq.5 applies where the instance reports both a bound and an estimate.
-    row.round_bound_s = c.round_bound_s > 0 && c.round_estimate_s > 0 ? c.round_bound_s : kInf;
-    row.kv_total_bytes = c.kv_total_bytes > 0 ? c.kv_total_bytes : kInf;
-    row.admit_wait_s = c.admit_wait_s;
-    row.prefill_scale = c.prefill_scale;
-    row.decode_scale = c.decode_scale;
-    row.activation_s = c.activation_s;
-    row.replica_threshold_s = c.replica_threshold_s;
-    row.resident = c.resident;
-    row.enters_mid_slot = c.active && c.session_prefill;
   }
 }
 

@@ -26,34 +26,25 @@ namespace talaria {
 
 struct RouterOptions;
 
-// What the cost ranking needs about one (model, instance) pair. Rebuilt
-// from each snapshot (the request-independent terms are computed there);
-// overlay_work_s and live_leases follow the router's own placements.
+// The inputs of a (model, instance) pair's RankRow sums that move between
+// snapshots: the snapshot's queue and round estimate, and what the
+// router's own placements add (overlay_work_s, live_leases).
 struct Candidate {
   const ModelProfile* profile = nullptr;
   double queued_work_s = 0;
   double overlay_work_s = 0;
-  double activation_s = 0;  // C_act: 0 active, switch when resident, open + switch otherwise
-  double admit_wait_s = 0;  // until the model's next P phase, at the snapshot
-  double prefill_scale = 1;  // measured / profiled, from the instance's rounds
-  double decode_scale = 1;
   double round_estimate_s = 0;
-  double round_bound_s = 0;
-  double kv_total_bytes = 0;
-  // Eq.2's right-hand side, T_swap + mu_j * dW_m + nu_m.
-  double replica_threshold_s = 0;
   std::int32_t live_leases = 0;  // this model's on this instance: units held in its next slot
   bool serves = false;
-  bool resident = false;
-  bool active = false;
-  bool session_prefill = false;  // continuations with a cached prefix enter mid-slot
 };
 
-// What one decision's cost pass reads of a (model, instance) pair, derived
-// from its Candidate and InstanceStatus whenever either changes, with every
-// sum that does not depend on the request already formed (in the order the
-// pass would form it, so the costs are the same to the bit). 96 bytes, read
-// in index order: the pass at 1,024 instances streams one such array.
+// What one decision's cost pass reads of a (model, instance) pair, in one
+// dense array per model (96 bytes a row, read in index order: the pass at
+// 1,024 instances streams one such array). The snapshot's
+// request-independent terms are written here when it arrives; the sums
+// whose inputs move between snapshots (Candidate, InstanceStatus) are
+// re-formed whenever one does, in the order the pass used to form them, so
+// the costs are the same to the bit.
 struct RankRow {
   enum class Kind : std::uint8_t {
     kSkip,   // does not serve the model (or has no profile for it)
@@ -66,14 +57,14 @@ struct RankRow {
   double round_s = 0;  // round estimate + overlay (all models) + a lease unit per live lease here
   double round_bound_s = std::numeric_limits<double>::infinity();   // Eq.5's bound; inf: none
   double kv_total_bytes = std::numeric_limits<double>::infinity();  // inf: not reported
-  double admit_wait_s = 0;
-  double prefill_scale = 1;
+  double admit_wait_s = 0;   // until the model's next P phase, at the snapshot
+  double prefill_scale = 1;  // measured / profiled, from the instance's rounds
   double decode_scale = 1;
-  double activation_s = 0;
-  double replica_threshold_s = 0;  // Eq.2's right-hand side
+  double activation_s = 0;  // C_act: 0 active, switch when resident, open + switch otherwise
+  double replica_threshold_s = 0;  // Eq.2's right-hand side, T_swap + mu_j * dW_m + nu_m
   Kind kind = Kind::kSkip;
   bool resident = false;
-  bool enters_mid_slot = false;  // active, with session-prefill
+  bool enters_mid_slot = false;  // active, with session-prefill: continuations enter mid-slot
 };
 
 // What every decision reads of an instance, kept in one dense array (24
@@ -183,7 +174,7 @@ class ClusterView {
   // after heartbeat, so a name comparison usually replaces a lookup.
   std::int32_t SnapshotModel(InstanceState& inst, std::size_t position, const std::string& name);
   void Remap(std::int32_t index, InstanceState& inst, const InstanceTelemetry& t, const RouterOptions& options);
-  // Re-derives instance i's rows of every model.
+  // Re-forms instance i's row sums and kinds, every model.
   void RefreshRows(std::int32_t i);
 
   // Up to this many models, ModelId compares names instead of hashing.

@@ -45,7 +45,9 @@ bool ParseRouterPolicy(std::string_view name, RouterPolicy& out) {
 struct Router::Impl {
   explicit Impl(RouterOptions options, const ProfileSet& profiles, const std::vector<std::string>& names,
                 const std::vector<std::int32_t>& tps)
-      : view(profiles, names, tps, options.lease_unit_s), leases(view), policy(MakePlacementPolicy(options.policy, leases)) {}
+      : view(profiles, names, tps, options.lease_unit_s),
+        leases(view),
+        policy(MakePlacementPolicy(options.policy, leases)) {}
 
   ClusterView view;
   SessionTable sessions;

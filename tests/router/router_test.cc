@@ -68,6 +68,20 @@ class RouterTest : public ::testing::Test {
     return r;
   }
 
+  // A session record of model "m" as another replica wrote it, with a
+  // lease until `lease_expires_s` when that is >= 0.
+  static SharedSession Record(std::int32_t instance, std::int64_t kv_tokens, double done_s,
+                              double lease_expires_s = -1) {
+    SharedSession s;
+    s.instance = instance;
+    s.model = "m";
+    s.kv_tokens = kv_tokens;
+    s.done = AtSeconds(done_s);
+    s.lease = lease_expires_s >= 0;
+    if (s.lease) s.lease_expires = AtSeconds(lease_expires_s);
+    return s;
+  }
+
   void Feed(Router& r, int instances, double at_s, double queued0 = 0, double queued1 = 0) {
     for (int i = 0; i < instances; ++i) {
       r.OnTelemetry(i, Snap(++version_, at_s, i == 0 ? queued0 : queued1), AtSeconds(at_s));
@@ -492,8 +506,6 @@ TEST(RouterPolicyTest, NamesRoundTrip) {
   EXPECT_FALSE(ParseRouterPolicy("random", p));
 }
 
-// Gateway replicas: a record another replica wrote, with the lease it
-// handed over, routes the return back; the lease expires at its own time.
 // Adaptive leases behind gateway replicas: a session's first call goes
 // through replica a, its second, 0.2 s after the first completed, through
 // b, which heard of that completion only through the shared store. b still
@@ -509,27 +521,18 @@ TEST_F(RouterTest, AReplicaLearnsTheGapAfterACompletionItAdopted) {
   Feed(*b, 2, 0);
   a->Route(Req("s", false), AtSeconds(0));
   a->OnCompleted("s", "m", 0, 100, 10, AtSeconds(1));
-  SharedSession shared;
-  shared.instance = 0;
-  shared.model = "m";
-  shared.kv_tokens = 100;
-  shared.done = AtSeconds(1);
-  b->AdoptSession("s", shared, AtSeconds(1.2));
+  b->AdoptSession("s", Record(0, 100, 1), AtSeconds(1.2));
   b->Route(Req("s", true), AtSeconds(1.2));
   EXPECT_GT(b->OnCompleted("s", "m", 0, 200, 10, AtSeconds(2)), 0);
 }
 
+// Gateway replicas: a record another replica wrote, with the lease it
+// handed over, routes the return back; the lease expires at its own time.
 TEST_F(RouterTest, AnAdoptedLeaseRoutesBackUntilItsOwnExpiry) {
   auto r = Make({});
   Feed(*r, 2, 0);
-  SharedSession s;
-  s.instance = 1;
-  s.model = "m";
-  s.kv_tokens = 1000;
-  s.done = AtSeconds(0.5);  // after instance 1's snapshot: on device there
-  s.lease = true;
-  s.lease_expires = AtSeconds(0.8);
-  r->AdoptSession("s", s, AtSeconds(0.6));
+  // Done after instance 1's snapshot: on device there.
+  r->AdoptSession("s", Record(1, 1000, 0.5, 0.8), AtSeconds(0.6));
   EXPECT_EQ(r->LeaseOf("s", AtSeconds(0.79)), 1);
   EXPECT_EQ(r->LeaseOf("s", AtSeconds(0.8)), -1);
   const RouteDecision d = r->Route(Req("s"), AtSeconds(0.7));
@@ -546,12 +549,7 @@ TEST_F(RouterTest, ARecordWithoutALeaseDropsTheLocalOne) {
   r->Route(Req("s", false), AtSeconds(0.1));
   r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(0.5));
   ASSERT_EQ(r->LeaseOf("s", AtSeconds(0.6)), 1);
-  SharedSession s;
-  s.instance = 1;
-  s.model = "m";
-  s.kv_tokens = 1000;
-  s.done = AtSeconds(0.5);
-  r->AdoptSession("s", s, AtSeconds(0.6));
+  r->AdoptSession("s", Record(1, 1000, 0.5), AtSeconds(0.6));
   EXPECT_EQ(r->LeaseOf("s", AtSeconds(0.6)), -1);
   EXPECT_EQ(r->live_leases(), 0u);
   EXPECT_FALSE(r->Route(Req("s"), AtSeconds(0.7)).lease_hit);
@@ -564,13 +562,7 @@ TEST_F(RouterTest, LeasesAreSweptInExpiryOrder) {
   Feed(*r, 2, 0);
   r->Route(Req("a", false), AtSeconds(0.1));
   r->OnCompleted("a", "m", 0, 1000, 10, AtSeconds(0.2));  // expires at 1.2
-  SharedSession s;
-  s.instance = 1;
-  s.model = "m";
-  s.done = AtSeconds(0.25);
-  s.lease = true;
-  s.lease_expires = AtSeconds(0.4);
-  r->AdoptSession("b", s, AtSeconds(0.3));
+  r->AdoptSession("b", Record(1, 0, 0.25, 0.4), AtSeconds(0.3));
   EXPECT_EQ(r->live_leases(), 2u);
   r->Route(Req("c", false), AtSeconds(0.5));  // a decision sweeps expired leases
   EXPECT_EQ(r->live_leases(), 1u);
