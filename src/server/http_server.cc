@@ -453,6 +453,64 @@ struct HttpServer::Impl {
     }
   }
 
+  // A call answered whole, with one JSON body. A keep-alive period (a
+  // gateway's link asks for one) that passes without the answer sends the
+  // head (200, chunked JSON) and a space, and each one after another space:
+  // whitespace before a JSON value is part of it, so the body stays one JSON
+  // answer, and the link can tell a slow call from a hung instance. An error
+  // after the head is out is the 200's body (its `error` object, with
+  // `error.status`). An answer within the first period goes out as usual.
+  net::awaitable<void> AnswerWhole(beast::tcp_stream& stream, const Request& req, const std::string& label,
+                                   std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
+                                   const AnswerHead& answer) {
+    const double keepalive_s = KeepaliveSeconds(req);
+    auto deadline = keepalive_s > 0 ? std::chrono::steady_clock::now() + Wall(keepalive_s)
+                                    : std::chrono::steady_clock::time_point::max();
+    std::string text;
+    std::optional<http::response<http::empty_body>> head;  // once out: the answer is chunked
+    try {
+      for (;;) {
+        std::optional<Event> next = co_await NextEvent(channel, deadline);
+        if (!next.has_value()) {  // a period passed in silence
+          if (!head.has_value()) {
+            StopWatching(stream, watching);  // from here a write notices a client that left
+            head.emplace(http::status::ok, req.version());
+            head->set(http::field::content_type, "application/json");
+            head->set(http::field::server, "talaria");
+            head->keep_alive(req.keep_alive() && !draining);
+            head->chunked(true);
+            http::response_serializer<http::empty_body> serializer{*head};
+            metrics.requests.Add(label + ",200");
+            stream.expires_after(Wall(limits.write_timeout_s));
+            co_await http::async_write_header(stream, serializer, net::use_awaitable);
+          }
+          co_await WriteChunk(stream, " ");
+          deadline = std::chrono::steady_clock::now() + Wall(keepalive_s);
+          continue;
+        }
+        if (next->kind == Event::Kind::kDelta) {
+          text += next->text;
+          continue;
+        }
+        if (!head.has_value()) {
+          StopWatching(stream, watching);
+          if (next->kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, next->error), label);
+          co_return co_await Write(stream, CompletionResponse(req, answer, text, *next), label);
+        }
+        const std::string body = next->kind == Event::Kind::kError ? ErrorBodyWithStatus(next->error)
+                                                                   : CompletionResponse(req, answer, text, *next).body();
+        co_await WriteChunk(stream, body);
+        stream.expires_after(Wall(limits.write_timeout_s));
+        co_await net::async_write(stream, http::make_chunk_last(), net::use_awaitable);
+        stream.expires_never();
+        co_return;
+      }
+    } catch (const boost::system::system_error&) {
+      service.Cancel(handle);  // the client left while its answer was under way: free its slot and KV
+      throw;
+    }
+  }
+
   // POST /v1/chat/completions and /v1/completions: one call, answered at
   // once or streamed as server-sent events.
   net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -474,20 +532,7 @@ struct HttpServer::Impl {
     answer.created = UnixNow();
     answer.model = request.model;
 
-    if (!request.stream) {
-      std::string text;
-      for (;;) {
-        std::optional<Event> next = co_await NextEvent(*channel);
-        Event e = std::move(*next);
-        if (e.kind == Event::Kind::kDelta) {
-          text += e.text;
-          continue;
-        }
-        StopWatching(stream, watching);
-        if (e.kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, e.error), label);
-        co_return co_await Write(stream, CompletionResponse(req, answer, text, e), label);
-      }
-    }
+    if (!request.stream) co_return co_await AnswerWhole(stream, req, label, handle, *channel, watching, answer);
 
     // Streaming: the first event decides between an error response and SSE,
     // unless the client asked for keep-alives: then the head goes out at once

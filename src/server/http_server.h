@@ -30,7 +30,9 @@
 // cannot go out within write_timeout_s close the connection; past
 // max_connections a new connection gets 503. A failed accept (out of
 // descriptors) is retried with backoff, never the end of serving. A
-// streaming request may ask for keep-alive comments (kKeepaliveHeader).
+// request may ask for keep-alives (kKeepaliveHeader): a stream then gets
+// comment lines, a whole answer leading spaces before its JSON, in every
+// period without output.
 //
 // Shutdown, in order: Drain (stop accepting, let calls finish, cut the
 // rest with an error), then stop the service (its threads stop reporting),

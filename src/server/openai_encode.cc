@@ -103,11 +103,13 @@ std::string StreamFinal(const AnswerHead& head, std::string_view finish_reason, 
   return out;
 }
 
-std::string StreamError(const ApiError& error) {
+std::string ErrorBodyWithStatus(const ApiError& error) {
   nlohmann::json body = error.Body();
   body["error"]["status"] = error.status;  // what the status line would have said
-  return "data: " + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
+
+std::string StreamError(const ApiError& error) { return "data: " + ErrorBodyWithStatus(error) + "\n\n"; }
 
 std::string TokenCompletionBody(std::string_view model, std::span<const std::int32_t> prompt, std::int64_t max_tokens,
                                 bool stream, std::string_view session_id) {

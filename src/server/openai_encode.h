@@ -33,6 +33,9 @@ std::string StreamFinal(const AnswerHead& head, std::string_view finish_reason, 
 // An error event: the OpenAI error body, plus "status" (a Talaria
 // extension: the HTTP status the error would have had before the stream began).
 std::string StreamError(const ApiError& error);
+// That body alone: the error a whole answer reports once its 200 head is out
+// (a keep-alive period passed before the call ended).
+std::string ErrorBodyWithStatus(const ApiError& error);
 inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
 // Keep-alives (a Talaria extension): a streaming request with this header
 // (seconds, 0.1 to 60) gets its stream's head at once and a comment line

@@ -247,14 +247,14 @@ struct RemoteInstanceLink::Impl {
   }
 
   net::awaitable<void> RunCall(std::shared_ptr<RemoteCall> rc) {
-    // With keep-alives every call streams from the instance: silence then
-    // means a hung instance, whatever the client asked for.
-    const bool upstream_stream = rc->call->stream || options.keepalive_s > 0;
+    // With keep-alives silence means a hung instance: a stream gets comment
+    // lines, a whole answer leading spaces, in every period without output.
+    const bool upstream_stream = rc->call->stream;
     Request req =
         MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
                     TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
                                         rc->call->session_id),
-                    upstream_stream ? options.keepalive_s : 0);
+                    options.keepalive_s);
     // The agent's hints reach the instance's scheduler too (its slot holds).
     if (rc->call->expected_tool_s >= 0) req.set("X-Expected-Tool-Seconds", std::to_string(rc->call->expected_tool_s));
     if (rc->call->session_end) req.set("X-Session-End", "true");
@@ -281,14 +281,23 @@ struct RemoteInstanceLink::Impl {
     if (!upstream_stream) {  // one JSON answer: the text and the usage
       http::response_parser<http::string_body> body{std::move(*header)};
       body.body_limit(boost::none);
-      co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+      while (!body.is_done()) {  // each read bounded by the silence allowed
+        ExpectBytes(*conn);
+        co_await http::async_read_some(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+        if (ec) break;
+      }
       rc->stream = nullptr;
       StreamState st;
       if (!ec) HandleEvent(body.get().body(), *rc, st);
       if (ec) {
-        End(*rc, [&] { rc->sink->OnError(InstanceFailedError(name, "the connection broke mid-call: " + ec.message())); });
+        Failure f{"", true, ec == beast::error::timeout};
+        f.why = f.timed_out ? "no byte for " + std::to_string(options.silence_s) + " s mid-answer (hung?)"
+                            : "the connection broke mid-call: " + ec.message();
+        End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
       } else if (st.error || !st.got_usage) {
-        End(*rc, [&] { rc->sink->OnError(st.error ? *st.error : UnreachableError(name, "its answer had no usage")); });
+        End(*rc, [&] {
+          rc->sink->OnError(st.error ? Answered(*st.error) : UnreachableError(name, "its answer had no usage"));
+        });
       } else {
         if (body.keep_alive()) Pool(std::move(conn));
         End(*rc, [&] { rc->sink->OnDone(st.usage, st.finish_reason); });

@@ -1,12 +1,14 @@
 // The gateway's link to an instance server over HTTP (`talaria gateway` in
 // front of `talaria instance` processes). Connections are kept alive and
-// reused; a call is POSTed to the instance's /v1/completions as token ids
-// with stream=true, and its server-sent events are relayed to the sink; the
-// final chunk's usage (cached tokens, KV source) ends the call. Telemetry
-// polls GET /v1/telemetry with a timeout.
+// reused; a call is POSTed to the instance's /v1/completions as token ids,
+// streaming as its client asked: a stream's server-sent events are relayed
+// to the sink, a whole answer's text goes to it at once; the usage (cached
+// tokens, KV source) ends the call. Telemetry polls GET /v1/telemetry with
+// a timeout.
 //
-// Calls stream from the instance with keep-alive comments (kKeepaliveHeader,
-// every keepalive_s), so silence means a hung instance, not a long queue.
+// Calls ask for keep-alives (kKeepaliveHeader, every keepalive_s): comment
+// lines in a stream, leading spaces before a whole answer (http_server.h),
+// so silence means a hung instance, not a long queue.
 //
 // Failures:
 //   - the instance cannot be reached, the request could not be written
@@ -43,7 +45,7 @@ struct RemoteLinkOptions {
   double max_idle_s = 30;
   // Wall seconds between the keep-alive comments a call asks its instance
   // for, and without any byte before the call counts the instance hung.
-  // keepalive_s 0: neither (non-streaming calls then go unstreamed).
+  // keepalive_s 0: neither.
   double keepalive_s = 1.0;
   double silence_s = 5.0;
   std::string poll_key;  // bearer key of the telemetry polls (ServeOptions' OperatorKey)

@@ -423,5 +423,42 @@ TEST_F(HttpServerTest, AStreamThatAsksForKeepalivesGetsCommentsUntilItsFirstToke
   }
 }
 
+// A whole answer (not streaming) that asks for keep-alives gets, once a
+// period passes without it, a 200 chunked head and a space each period, then
+// its JSON: the body still parses as the answer. Without the header it is
+// an ordinary answer with a Content-Length.
+TEST_F(HttpServerTest, AWholeAnswerThatAsksForKeepalivesGetsLeadingSpaces) {
+  StartServer({}, /*time_scale=*/1);
+  for (const bool ask : {true, false}) {
+    SCOPED_TRACE(ask ? "asked" : "not asked");
+    net::io_context io;
+    tcp::socket socket(io);
+    socket.connect({net::ip::make_address("127.0.0.1"), port_});
+    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+    req.set(http::field::host, "localhost");
+    if (ask) req.set(kKeepaliveHeader, "0.1");
+    req.body() = json{{"model", "m"}, {"max_tokens", 2}, {"prompt", std::string(900, 'x')}}.dump();
+    req.prepare_payload();
+    http::write(socket, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    ASSERT_EQ(res.result_int(), 200) << res.body();
+    const std::string& body = res.body();
+    const std::size_t spaces = body.find_first_not_of(' ');
+    ASSERT_NE(spaces, std::string::npos) << body;
+    if (ask) {
+      EXPECT_TRUE(res.chunked());
+      EXPECT_GE(spaces, 3u) << body;  // 0.9 s of prefill, a space every 0.1 s
+    } else {
+      EXPECT_FALSE(res.chunked());
+      EXPECT_EQ(spaces, 0u);
+    }
+    const json answer = json::parse(body);  // leading whitespace is part of the JSON
+    EXPECT_EQ(answer["object"], "text_completion") << body;
+    EXPECT_EQ(answer["usage"]["completion_tokens"], 2) << body;
+  }
+}
+
 }  // namespace
 }  // namespace talaria

@@ -1,9 +1,9 @@
 // The gateway's link to an instance server against a scripted instance (a
 // raw socket on loopback that answers as the test says): a hung instance is
-// found by its silence before and after the first token, keep-alive
-// comments keep a slow call alive (against a real instance server), an instance that dies after taking the
-// request fails the call without a retry, and a draining one sends it
-// elsewhere. (A stopped instance used to hold its calls with no timeout.)
+// found by its silence before and after the first token (or a whole
+// answer's leading spaces), keep-alives keep a slow call alive (against a
+// real instance server), an instance that dies after taking the request
+// fails the call without a retry, and a draining one sends it elsewhere. (A stopped instance used to hold its calls with no timeout.)
 #include <utility>  // before Boost 1.74's asio (see http_server.cc)
 
 #include "server/remote_instance.h"
@@ -124,9 +124,9 @@ AnswerHead Head() {
   return h;
 }
 
-// Runs one non-streaming call through a link to `instance` (keep-alives
-// every 0.1 s, hung after 0.3 s of silence) and returns its sink once it ended.
-std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional<ApiError>& end,
+// Runs one call through a link to `instance` (keep-alives every 0.1 s, hung
+// after 0.3 s of silence) and returns its sink once it ended.
+std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional<ApiError>& end, bool stream,
                                        std::vector<std::int32_t> prompt = {1, 2, 3}) {
   RemoteLinkOptions options;
   options.keepalive_s = 0.1;
@@ -137,7 +137,7 @@ std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional
   call->model = "m";
   call->prompt = std::move(prompt);
   call->max_tokens = 4;
-  call->stream = false;  // the client's choice; the link streams anyway
+  call->stream = stream;  // the client's choice, which the link passes on
   auto sink = std::make_shared<RecordingSink>();
   link.Submit(call, sink);
   end = sink->End();
@@ -146,15 +146,19 @@ std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional
 }
 
 TEST(RemoteLinkTest, AnInstanceThatNeverAnswersIsHungAfterTheSilence) {
-  ScriptedInstance instance([](tcp::socket&) {});
-  std::optional<ApiError> end;
-  RunCall(instance.address(), end);
-  ASSERT_TRUE(end.has_value());
-  EXPECT_EQ(end->code, kUnreachableCode) << end->message;  // the gateway places it elsewhere
-  EXPECT_NE(end->message.find("hung"), std::string::npos) << end->message;
-  // It asked for keep-alives, and a stream, though the client streams not.
-  EXPECT_EQ(instance.request()[kKeepaliveHeader], "0.100000");
-  EXPECT_NE(instance.request().body().find("\"stream\":true"), std::string::npos) << instance.request().body();
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole answer");
+    ScriptedInstance instance([](tcp::socket&) {});
+    std::optional<ApiError> end;
+    RunCall(instance.address(), end, stream);
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->code, kUnreachableCode) << end->message;  // the gateway places it elsewhere
+    EXPECT_NE(end->message.find("hung"), std::string::npos) << end->message;
+    // It asked for keep-alives, and streams only when its client does.
+    EXPECT_EQ(instance.request()[kKeepaliveHeader], "0.100000");
+    const std::string asked = stream ? "\"stream\":true" : "\"stream\":false";
+    EXPECT_NE(instance.request().body().find(asked), std::string::npos) << instance.request().body();
+  }
 }
 
 TEST(RemoteLinkTest, SilenceAfterTheFirstTokenEndsTheCallWithAnError) {
@@ -163,18 +167,32 @@ TEST(RemoteLinkTest, SilenceAfterTheFirstTokenEndsTheCallWithAnError) {
     ScriptedInstance::Chunk(s, StreamDelta(Head(), "tok", true));
   });
   std::optional<ApiError> end;
-  auto sink = RunCall(instance.address(), end);
+  auto sink = RunCall(instance.address(), end, /*stream=*/true);
   EXPECT_EQ(sink->text(), "tok");
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kUnreachableCode) << end->message;
   EXPECT_NE(end->message.find("mid-call"), std::string::npos) << end->message;
 }
 
+// A whole answer's keep-alive spaces prove the instance alive only while
+// they come: silence after them is a hung instance too.
+TEST(RemoteLinkTest, SilenceAfterAWholeAnswersSpacesIsHung) {
+  ScriptedInstance instance([](tcp::socket& s) {
+    ScriptedInstance::Write(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    ScriptedInstance::Chunk(s, " ");  // then nothing more
+  });
+  std::optional<ApiError> end;
+  RunCall(instance.address(), end, /*stream=*/false);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code, kUnreachableCode) << end->message;
+  EXPECT_NE(end->message.find("mid-answer"), std::string::npos) << end->message;
+}
+
 // A real instance server: a 900-token prefill on the tiny emulated model
 // takes about 0.9 s of wall time at time scale 1, three times the 0.3 s of
 // silence allowed, and the server's keep-alive comments (every 0.1 s) carry
 // the call through it to its tokens.
-TEST(RemoteLinkTest, KeepaliveCommentsKeepASlowCallAlive) {
+TEST(RemoteLinkTest, KeepalivesKeepASlowCallAlive) {
   ProfileSet profiles;
   profiles.Add(testing::TinyProfile("m"));
   ServeOptions serve;
@@ -183,10 +201,13 @@ TEST(RemoteLinkTest, KeepaliveCommentsKeepASlowCallAlive) {
   service.Start();
   HttpServer server(service, "127.0.0.1", 0);
   const std::uint16_t port = server.Start();
-  std::optional<ApiError> end;
-  auto sink = RunCall("127.0.0.1:" + std::to_string(port), end, std::vector<std::int32_t>(900, 'x'));
-  EXPECT_FALSE(end.has_value()) << end->message;
-  EXPECT_FALSE(sink->text().empty());
+  for (const bool stream : {false, true}) {  // spaces before a whole answer, comments in a stream
+    SCOPED_TRACE(stream ? "stream" : "whole answer");
+    std::optional<ApiError> end;
+    auto sink = RunCall("127.0.0.1:" + std::to_string(port), end, stream, std::vector<std::int32_t>(900, 'x'));
+    EXPECT_FALSE(end.has_value()) << end->message;
+    EXPECT_FALSE(sink->text().empty());
+  }
   server.Drain(5);
   service.Stop();
 }
@@ -194,7 +215,7 @@ TEST(RemoteLinkTest, KeepaliveCommentsKeepASlowCallAlive) {
 TEST(RemoteLinkTest, AnInstanceThatDiesAfterTakingTheRequestFailsTheCall) {
   ScriptedInstance instance([](tcp::socket& s) { s.close(); });
   std::optional<ApiError> end;
-  RunCall(instance.address(), end);
+  RunCall(instance.address(), end, /*stream=*/false);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kInstanceFailedCode) << end->message;  // never retried
   EXPECT_EQ(end->status, 502);
@@ -207,24 +228,44 @@ TEST(RemoteLinkTest, ADrainingInstanceSendsTheCallElsewhere) {
                                    std::to_string(body.size()) + "\r\n\r\n" + body);
   });
   std::optional<ApiError> end;
-  RunCall(instance.address(), end);
+  RunCall(instance.address(), end, /*stream=*/false);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kUnreachableCode) << end->message;
+}
+
+ApiError TooLong() {
+  ApiError e;
+  e.status = 400;
+  e.code = "context_length_exceeded";
+  e.message = "too long";
+  return e;
 }
 
 TEST(RemoteLinkTest, AnErrorEventKeepsItsStatus) {
   ScriptedInstance instance([](tcp::socket& s) {
     ScriptedInstance::StreamHead(s);
-    ApiError e;
-    e.status = 400;
-    e.code = "context_length_exceeded";
-    e.message = "too long";
-    ScriptedInstance::Chunk(s, StreamError(e));
+    ScriptedInstance::Chunk(s, StreamError(TooLong()));
     ScriptedInstance::Chunk(s, kStreamDone);
     ScriptedInstance::Write(s, "0\r\n\r\n");
   });
   std::optional<ApiError> end;
-  RunCall(instance.address(), end);
+  RunCall(instance.address(), end, /*stream=*/true);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->status, 400);
+  EXPECT_EQ(end->code, "context_length_exceeded");
+}
+
+// An error that ends a whole answer after its head went out (with spaces)
+// keeps the status it carries in the body.
+TEST(RemoteLinkTest, AnErrorAfterAWholeAnswersSpacesKeepsItsStatus) {
+  ScriptedInstance instance([](tcp::socket& s) {
+    ScriptedInstance::Write(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    ScriptedInstance::Chunk(s, " ");
+    ScriptedInstance::Chunk(s, ErrorBodyWithStatus(TooLong()));
+    ScriptedInstance::Write(s, "0\r\n\r\n");
+  });
+  std::optional<ApiError> end;
+  RunCall(instance.address(), end, /*stream=*/false);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->status, 400);
   EXPECT_EQ(end->code, "context_length_exceeded");
