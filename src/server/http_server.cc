@@ -11,8 +11,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
-#include <deque>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,9 +19,9 @@
 #include <variant>
 
 #include "core/error.h"
+#include "server/http_call_answer.h"
 #include "server/http_call_channel.h"
 #include "server/http_responses.h"
-#include "server/openai_encode.h"
 #include "server/timeline_json.h"
 
 namespace talaria {
@@ -77,6 +75,7 @@ struct HttpServer::Impl {
   std::uint64_t next_serial = 0;
   bool draining = false;
   std::string drain_note;  // why a cut call ended
+  CallAnswer calls{service, metrics, limits, draining};  // the completion endpoints' answers
 
   std::mutex quiet_mu;
   std::condition_variable quiet_cv;
@@ -258,20 +257,8 @@ struct HttpServer::Impl {
     // Reset, broken pipe and the like: nobody to answer.
   }
 
-  // Every write has write_timeout_s to go out: a client that stopped
-  // reading loses its connection instead of holding it.
   net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
-    metrics.requests.Add(endpoint + "," + std::to_string(res.result_int()));
-    if (draining) res.keep_alive(false);
-    stream.expires_after(Wall(limits.write_timeout_s));
-    co_await http::async_write(stream, res, net::use_awaitable);
-    stream.expires_never();
-  }
-
-  net::awaitable<void> WriteChunk(beast::tcp_stream& stream, std::string_view bytes) {
-    stream.expires_after(Wall(limits.write_timeout_s));
-    co_await net::async_write(stream, http::make_chunk(net::buffer(bytes.data(), bytes.size())), net::use_awaitable);
-    stream.expires_never();
+    co_await calls.Write(stream, std::move(res), endpoint);
   }
 
   // One endpoint: its method, path (or path prefix), whether it needs an
@@ -395,35 +382,6 @@ struct HttpServer::Impl {
     co_await Write(stream, AdminResponse(req, service.Admin(model, action)), t.label);
   }
 
-  // While a client waits for its call's first event (or, not streaming, its
-  // whole answer), nothing is written to it, so a client that left is seen
-  // only by watching its socket: at end of stream (or a reset) the call is
-  // cancelled (counted failed, its slot and KV freed) and the waiting
-  // coroutine woken. Bytes that arrive instead (a pipelined request) end the
-  // watch. The returned flag stops it: clear it before the socket can go.
-  std::shared_ptr<bool> WatchForHangup(beast::tcp_stream& stream, std::int64_t handle,
-                                       const std::shared_ptr<CallChannel>& channel) {
-    auto watching = std::make_shared<bool>(true);
-    tcp::socket* socket = &stream.socket();
-    socket->async_wait(tcp::socket::wait_read, [this, socket, handle, watching, channel](boost::system::error_code ec) {
-      if (ec || !*watching) return;
-      char c;
-      const std::size_t n = socket->receive(net::buffer(&c, 1), tcp::socket::message_peek, ec);
-      if (n > 0 && !ec) return;  // a pipelined request: the client is there
-      service.Cancel(handle);
-      ApiError left = MakeError(499, "invalid_request_error", "client_closed", "the client closed the connection");
-      channel->events.push_back(Event{Event::Kind::kError, {}, {}, {}, left});
-      channel->timer.cancel();
-    });
-    return watching;
-  }
-  static void StopWatching(beast::tcp_stream& stream, std::shared_ptr<bool>& watching) {
-    if (!watching || !*watching) return;
-    *watching = false;
-    boost::system::error_code ec;
-    stream.socket().cancel(ec);  // the pending wait ends (aborted)
-  }
-
   // A call in flight, known to a drain until its answer is written.
   class ActiveCall {
    public:
@@ -440,77 +398,6 @@ struct HttpServer::Impl {
     std::uint64_t serial_;
   };
 
-  // The next event of a streamed call; with a keep-alive period, a comment
-  // line goes out each time one passes without an event (the stream's head
-  // is out), so the client can tell a slow call from a hung server.
-  net::awaitable<Event> NextStreamEvent(beast::tcp_stream& stream, CallChannel& channel, double keepalive_s) {
-    for (;;) {
-      const auto deadline = keepalive_s > 0 ? std::chrono::steady_clock::now() + Wall(keepalive_s)
-                                            : std::chrono::steady_clock::time_point::max();
-      std::optional<Event> e = co_await NextEvent(channel, deadline);
-      if (e.has_value()) co_return std::move(*e);
-      co_await WriteChunk(stream, kKeepaliveComment);
-    }
-  }
-
-  // A call answered whole, with one JSON body. A keep-alive period (a
-  // gateway's link asks for one) that passes without the answer sends the
-  // head (200, chunked JSON) and a space, and each one after another space:
-  // whitespace before a JSON value is part of it, so the body stays one JSON
-  // answer, and the link can tell a slow call from a hung instance. An error
-  // after the head is out is the 200's body (its `error` object, with
-  // `error.status`). An answer within the first period goes out as usual.
-  net::awaitable<void> AnswerWhole(beast::tcp_stream& stream, const Request& req, const std::string& label,
-                                   std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
-                                   const AnswerHead& answer) {
-    const double keepalive_s = KeepaliveSeconds(req);
-    auto deadline = keepalive_s > 0 ? std::chrono::steady_clock::now() + Wall(keepalive_s)
-                                    : std::chrono::steady_clock::time_point::max();
-    std::string text;
-    std::optional<http::response<http::empty_body>> head;  // once out: the answer is chunked
-    try {
-      for (;;) {
-        std::optional<Event> next = co_await NextEvent(channel, deadline);
-        if (!next.has_value()) {  // a period passed in silence
-          if (!head.has_value()) {
-            StopWatching(stream, watching);  // from here a write notices a client that left
-            head.emplace(http::status::ok, req.version());
-            head->set(http::field::content_type, "application/json");
-            head->set(http::field::server, "talaria");
-            head->keep_alive(req.keep_alive() && !draining);
-            head->chunked(true);
-            http::response_serializer<http::empty_body> serializer{*head};
-            metrics.requests.Add(label + ",200");
-            stream.expires_after(Wall(limits.write_timeout_s));
-            co_await http::async_write_header(stream, serializer, net::use_awaitable);
-          }
-          co_await WriteChunk(stream, " ");
-          deadline = std::chrono::steady_clock::now() + Wall(keepalive_s);
-          continue;
-        }
-        if (next->kind == Event::Kind::kDelta) {
-          text += next->text;
-          continue;
-        }
-        if (!head.has_value()) {
-          StopWatching(stream, watching);
-          if (next->kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, next->error), label);
-          co_return co_await Write(stream, CompletionResponse(req, answer, text, *next), label);
-        }
-        const std::string body = next->kind == Event::Kind::kError ? ErrorBodyWithStatus(next->error)
-                                                                   : CompletionResponse(req, answer, text, *next).body();
-        co_await WriteChunk(stream, body);
-        stream.expires_after(Wall(limits.write_timeout_s));
-        co_await net::async_write(stream, http::make_chunk_last(), net::use_awaitable);
-        stream.expires_never();
-        co_return;
-      }
-    } catch (const boost::system::system_error&) {
-      service.Cancel(handle);  // the client left while its answer was under way: free its slot and KV
-      throw;
-    }
-  }
-
   // POST /v1/chat/completions and /v1/completions: one call, answered at
   // once or streamed as server-sent events.
   net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
@@ -525,57 +412,13 @@ struct HttpServer::Impl {
     auto channel = std::make_shared<CallChannel>(co_await net::this_coro::executor);
     const std::int64_t handle = service.Submit(request, t.key, std::make_shared<Sink>(gate, channel));
     const ActiveCall in_flight(*this, handle, channel);
-    std::shared_ptr<bool> watching = handle >= 0 ? WatchForHangup(stream, handle, channel) : nullptr;
+    std::shared_ptr<bool> watching = handle >= 0 ? calls.WatchForHangup(stream, handle, channel) : nullptr;
     AnswerHead answer;
     answer.chat = chat;
     answer.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     answer.created = UnixNow();
     answer.model = request.model;
-
-    if (!request.stream) co_return co_await AnswerWhole(stream, req, label, handle, *channel, watching, answer);
-
-    // Streaming: the first event decides between an error response and SSE,
-    // unless the client asked for keep-alives: then the head goes out at once
-    // and an error before the first token is an error event. From the head
-    // on, a write notices a client that left.
-    const double keepalive_s = KeepaliveSeconds(req);
-    std::optional<Event> first;
-    if (keepalive_s <= 0) {
-      first = co_await NextEvent(*channel);
-      StopWatching(stream, watching);
-      if (first->kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, first->error), label);
-    } else {
-      StopWatching(stream, watching);
-    }
-    http::response<http::empty_body> head{http::status::ok, req.version()};
-    head.set(http::field::content_type, "text/event-stream");
-    head.set(http::field::cache_control, "no-cache");
-    head.set(http::field::server, "talaria");
-    head.keep_alive(req.keep_alive() && !draining);
-    head.chunked(true);
-    http::response_serializer<http::empty_body> serializer{head};
-    metrics.requests.Add(label + ",200");
-    try {
-      stream.expires_after(Wall(limits.write_timeout_s));
-      co_await http::async_write_header(stream, serializer, net::use_awaitable);
-      // (No co_await inside ?: here: GCC 12 miscompiles it.)
-      if (!first.has_value()) first = co_await NextStreamEvent(stream, *channel, keepalive_s);
-      Event e = std::move(*first);
-      bool first_delta = true;
-      for (;;) {
-        co_await WriteChunk(stream, StreamEvent(answer, e, first_delta));
-        if (e.kind != Event::Kind::kDelta) break;  // done, or an error reported in-stream
-        first_delta = false;
-        e = co_await NextStreamEvent(stream, *channel, keepalive_s);
-      }
-    } catch (const boost::system::system_error&) {
-      service.Cancel(handle);  // the client left mid-stream: free its slot and KV
-      throw;
-    }
-    co_await WriteChunk(stream, kStreamDone);
-    stream.expires_after(Wall(limits.write_timeout_s));
-    co_await net::async_write(stream, http::make_chunk_last(), net::use_awaitable);
-    stream.expires_never();
+    co_await calls.Answer(stream, req, request.stream, label, handle, *channel, watching, answer);
   }
 };
 
