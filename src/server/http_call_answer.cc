@@ -4,9 +4,12 @@
 
 #include "server/http_call_answer.h"
 
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 
+#include "server/http_wire.h"
 #include "server/openai_encode.h"
 
 namespace talaria::http_front {
@@ -31,19 +34,25 @@ net::awaitable<void> CallAnswer::Write(Stream& stream, Response res, const std::
   metrics_.requests.Add(label + "," + std::to_string(res.result_int()));
   if (draining_) res.keep_alive(false);
   stream.expires_after(Wall(limits_.write_timeout_s));
-  co_await http::async_write(stream, res, net::use_awaitable);
+  boost::system::error_code ec;
+  co_await http_wire::Write(stream, res, ec);
+  if (ec) throw boost::system::system_error(ec);
   stream.expires_never();
 }
 
 net::awaitable<void> CallAnswer::WriteChunk(Stream& stream, std::string_view bytes) {
   stream.expires_after(Wall(limits_.write_timeout_s));
-  co_await net::async_write(stream, http::make_chunk(net::buffer(bytes.data(), bytes.size())), net::use_awaitable);
+  char size[24];
+  const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+  const std::array<net::const_buffer, 3> chunk{net::buffer(size, static_cast<std::size_t>(n)),
+                                                net::buffer(bytes.data(), bytes.size()), net::buffer("\r\n", 2)};
+  co_await net::async_write(stream, chunk, net::use_awaitable);
   stream.expires_never();
 }
 
 net::awaitable<void> CallAnswer::WriteLastChunk(Stream& stream) {
   stream.expires_after(Wall(limits_.write_timeout_s));
-  co_await net::async_write(stream, http::make_chunk_last(), net::use_awaitable);
+  co_await net::async_write(stream, net::buffer("0\r\n\r\n", 5), net::use_awaitable);
   stream.expires_never();
 }
 

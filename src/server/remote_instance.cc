@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "server/http_wire.h"
 #include "server/openai_decode.h"
 #include "server/openai_encode.h"
 #include "server/telemetry_json.h"
@@ -200,7 +201,7 @@ struct RemoteInstanceLink::Impl {
         rc->stream = conn.get();
       }
       conn->expires_after(std::chrono::seconds(30));
-      co_await http::async_write(*conn, req, net::redirect_error(net::use_awaitable, ec));
+      co_await http_wire::Write(*conn, req, ec);
       if (ec) {
         if (rc != nullptr) rc->stream = nullptr;
         failure.why = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header +
