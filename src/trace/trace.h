@@ -17,9 +17,10 @@
 
 namespace talaria {
 
+// (Fields ordered so that the two small ones share one word: a replay holds
+// millions of these.)
 struct TraceCall {
   std::string session_id;
-  std::int32_t call_index = 0;
   std::string model;
   std::int64_t prompt_tokens = 0;
   // Tokens at the start of this prompt identical to the start of the previous
@@ -42,6 +43,7 @@ struct TraceCall {
   // tool time it expected before the session's next call, seconds, and
   // whether it said it was the session's last.
   std::optional<double> expected_tool_s;
+  std::int32_t call_index = 0;
   bool session_end = false;
 };
 
