@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <optional>
 
+#include <simdjson.h>
+
 #include "core/random.h"
 
 namespace talaria {
@@ -20,14 +22,58 @@ ApiError Invalid(std::string param, std::string message, std::string code = "inv
   return e;
 }
 
-// Fields common to both endpoints; returns an error message or fills `out`.
-std::variant<json, ApiError> ParseObject(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
+namespace dom = simdjson::dom;
+
+// The request body is read with simdjson's DOM parser (the whole document
+// validated, UTF-8 included, into a reused tape: no allocation per value,
+// where a JSON tree allocated one per member), then its fields looked up.
+
+// A field of `o` by name, or nullopt; a repeated name's last value wins
+// (as in most JSON readers, and in this server's before).
+std::optional<dom::element> Field(dom::object o, std::string_view key) {
+  std::optional<dom::element> found;
+  for (const dom::key_value_pair kv : o) {
+    if (kv.key == key) found = kv.value;
+  }
+  return found;
+}
+bool IsNull(dom::element e) { return e.type() == dom::element_type::NULL_VALUE; }
+bool IsInteger(dom::element e) { return e.is_int64() || e.is_uint64(); }
+// An integer's value; one beyond int64's range reads as its largest value.
+std::int64_t IntegerOf(dom::element e) {
+  std::int64_t v = 0;
+  return e.get_int64().get(v) == simdjson::SUCCESS ? v : INT64_MAX;
+}
+// A value of another type reads as 0, "" or false (callers check types first).
+double NumberOf(dom::element e) {
+  double v = 0;
+  return e.get_double().get(v) == simdjson::SUCCESS ? v : 0;
+}
+std::string_view StringOf(dom::element e) {
+  std::string_view v;
+  return e.get_string().get(v) == simdjson::SUCCESS ? v : std::string_view();
+}
+bool BoolOf(dom::element e) {
+  bool v = false;
+  return e.get_bool().get(v) == simdjson::SUCCESS && v;
+}
+// `e` as an object. REQUIRES: e.is_object() (a default object has no tape
+// to iterate).
+dom::object ObjectOf(dom::element e) { return dom::object(e.get_object().value_unsafe()); }
+
+// The body as an object. The parser (one per thread, reused) owns what the
+// object points into until the thread's next parse.
+std::variant<dom::object, ApiError> ParseObject(std::string_view body) {
+  thread_local dom::parser parser;
+  dom::element doc;
+  if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
     return Invalid("", "the request body is not valid JSON", "invalid_json");
   }
-  if (!j.is_object()) return Invalid("", "the request body must be a JSON object", "invalid_json");
-  return j;
+  dom::object o;
+  if (doc.get_object().get(o) != simdjson::SUCCESS) {
+    return Invalid("", "the request body must be a JSON object", "invalid_json");
+  }
+  return o;
 }
 
 // Session ids end up in telemetry, metrics exemplars and logs: printable
@@ -58,71 +104,72 @@ bool PrintableUtf8(std::string_view s) {
   return true;
 }
 
-std::optional<ApiError> ParseCommon(const json& j, std::string_view session_header,
-                                    const ParseLimits& limits, CompletionRequest& out) {
-  auto model = j.find("model");
-  if (model == j.end()) return Invalid("model", "you must provide a model parameter", "missing_required_parameter");
-  if (!model->is_string() || model->get<std::string>().empty()) {
+std::optional<ApiError> ParseCommon(dom::object j, std::string_view session_header, const ParseLimits& limits,
+                                    CompletionRequest& out) {
+  const auto model = Field(j, "model");
+  if (!model) return Invalid("model", "you must provide a model parameter", "missing_required_parameter");
+  if (!model->is_string() || StringOf(*model).empty()) {
     return Invalid("model", "'model' must be a non-empty string", "invalid_type");
   }
-  out.model = model->get<std::string>();
+  out.model = StringOf(*model);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+    const auto it = Field(j, key);
+    if (!it || IsNull(*it)) continue;
+    if (!IsInteger(*it) || IntegerOf(*it) < 1) {
       return Invalid(key, std::string("'") + key + "' must be a positive integer", "invalid_type");
     }
-    if (it->get<std::int64_t>() > limits.max_tokens_limit) {
+    if (IntegerOf(*it) > limits.max_tokens_limit) {
       return Invalid(key, std::string("'") + key + "' is above the limit of " +
                               std::to_string(limits.max_tokens_limit));
     }
-    out.max_tokens = it->get<std::int64_t>();
+    out.max_tokens = IntegerOf(*it);
   }
   // Sampling parameters, by the OpenAI API's ranges; only one choice per call.
-  if (auto it = j.find("temperature"); it != j.end() && !it->is_null()) {
-    if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 2) {
+  if (const auto it = Field(j, "temperature"); it && !IsNull(*it)) {
+    if (!it->is_number() || NumberOf(*it) < 0 || NumberOf(*it) > 2) {
       return Invalid("temperature", "'temperature' must be a number from 0 to 2", "invalid_value");
     }
   }
-  if (auto it = j.find("top_p"); it != j.end() && !it->is_null()) {
-    if (!it->is_number() || !(it->get<double>() > 0) || it->get<double>() > 1) {
+  if (const auto it = Field(j, "top_p"); it && !IsNull(*it)) {
+    if (!it->is_number() || !(NumberOf(*it) > 0) || NumberOf(*it) > 1) {
       return Invalid("top_p", "'top_p' must be a number above 0 and at most 1", "invalid_value");
     }
   }
-  if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() != 1) {
+  if (const auto it = Field(j, "n"); it && !IsNull(*it)) {
+    if (!IsInteger(*it) || IntegerOf(*it) != 1) {
       return Invalid("n", "only n = 1 (one choice per call) is supported", "invalid_value");
     }
   }
-  if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean()) return Invalid("stream", "'stream' must be a boolean", "invalid_type");
-    out.stream = it->get<bool>();
+  if (const auto it = Field(j, "stream"); it && !IsNull(*it)) {
+    if (!it->is_bool()) return Invalid("stream", "'stream' must be a boolean", "invalid_type");
+    out.stream = BoolOf(*it);
   }
   const char* session_param = "session_id";
   if (!session_header.empty()) {
     out.session_id = std::string(session_header);
     session_param = "X-Session-Id";
-  } else if (auto it = j.find("session_id"); it != j.end() && !it->is_null()) {
+  } else if (const auto it = Field(j, "session_id"); it && !IsNull(*it)) {
     if (!it->is_string()) return Invalid("session_id", "'session_id' must be a string", "invalid_type");
-    out.session_id = it->get<std::string>();
-  } else if (auto md = j.find("metadata"); md != j.end() && md->is_object()) {
-    if (auto sid = md->find("session_id"); sid != md->end()) {
+    out.session_id = StringOf(*it);
+  } else if (const auto md = Field(j, "metadata"); md && md->is_object()) {
+    if (const auto sid = Field(ObjectOf(*md), "session_id")) {
       if (!sid->is_string()) {
         return Invalid("metadata.session_id", "'metadata.session_id' must be a string", "invalid_type");
       }
-      out.session_id = sid->get<std::string>();
+      out.session_id = StringOf(*sid);
       session_param = "metadata.session_id";
     }
   }
   // Talaria's extension object: agent hints (docs/serving.md "Agent hints").
-  if (auto ext = j.find("talaria"); ext != j.end() && !ext->is_null()) {
+  if (const auto ext = Field(j, "talaria"); ext && !IsNull(*ext)) {
     if (!ext->is_object()) return Invalid("talaria", "'talaria' must be an object of hints", "invalid_type");
-    if (auto end = ext->find("session_end"); end != ext->end() && !end->is_null()) {
-      if (!end->is_boolean()) return Invalid("talaria.session_end", "'talaria.session_end' must be a boolean", "invalid_type");
-      out.session_end = end->get<bool>();
+    const dom::object hints = ObjectOf(*ext);
+    if (const auto end = Field(hints, "session_end"); end && !IsNull(*end)) {
+      if (!end->is_bool()) return Invalid("talaria.session_end", "'talaria.session_end' must be a boolean", "invalid_type");
+      out.session_end = BoolOf(*end);
     }
-    if (auto tool = ext->find("expected_tool_s"); tool != ext->end() && !tool->is_null()) {
-      const double v = tool->is_number() ? tool->get<double>() : -1;
+    if (const auto tool = Field(hints, "expected_tool_s"); tool && !IsNull(*tool)) {
+      const double v = tool->is_number() ? NumberOf(*tool) : -1;
       if (!tool->is_number() || !std::isfinite(v) || v < 0 || v > kMaxExpectedToolS) {
         return Invalid("talaria.expected_tool_s", "'talaria.expected_tool_s' must be a number of seconds in [0, 3600]",
                        tool->is_number() ? "invalid_value" : "invalid_type");
@@ -139,10 +186,10 @@ std::optional<ApiError> ParseCommon(const json& j, std::string_view session_head
 
 // The body as an object plus the fields both endpoints share.
 std::optional<ApiError> ParseEnvelope(std::string_view body, std::string_view session_header,
-                                      const ParseLimits& limits, json& j, CompletionRequest& out) {
+                                      const ParseLimits& limits, dom::object& j, CompletionRequest& out) {
   auto parsed = ParseObject(body);
   if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
-  j = std::move(std::get<json>(parsed));
+  j = std::get<dom::object>(parsed);
   return ParseCommon(j, session_header, limits, out);
 }
 
@@ -199,42 +246,46 @@ std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view b
                                                               const ParseLimits& limits) {
   CompletionRequest out;
   out.chat = true;
-  json j;
+  dom::object j;
   if (auto err = ParseEnvelope(body, session_header, limits, j, out)) return *err;
-  auto messages = j.find("messages");
-  if (messages == j.end()) {
+  const auto messages_field = Field(j, "messages");
+  if (!messages_field) {
     return Invalid("messages", "you must provide a messages parameter", "missing_required_parameter");
   }
-  if (!messages->is_array() || messages->empty()) {
+  dom::array messages;
+  if (messages_field->get_array().get(messages) != simdjson::SUCCESS || messages.size() == 0) {
     return Invalid("messages", "'messages' must be a non-empty array", "invalid_type");
   }
-  if (messages->size() > limits.max_messages) return Invalid("messages", "too many messages");
-  for (std::size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
-    const std::string at = "messages[" + std::to_string(i) + "]";
+  if (messages.size() > limits.max_messages) return Invalid("messages", "too many messages");
+  std::size_t i = 0;
+  for (const dom::element m : messages) {
+    const std::string at = "messages[" + std::to_string(i++) + "]";
     if (!m.is_object()) return Invalid(at, "'" + at + "' must be an object", "invalid_type");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) {
+    const dom::object message = ObjectOf(m);
+    const auto role = Field(message, "role");
+    if (!role || !role->is_string()) {
       return Invalid(at + ".role", "'" + at + ".role' must be a string", "invalid_type");
     }
-    const std::string r = role->get<std::string>();
+    const std::string r(StringOf(*role));
     if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
       return Invalid(at + ".role", "'" + r + "' is not a supported role");
     }
     ChatMessage msg{r, ""};
-    auto content = m.find("content");
-    if (content != m.end() && content->is_string()) {
-      msg.content = content->get<std::string>();
-    } else if (content != m.end() && content->is_array()) {
+    const auto content = Field(message, "content");
+    dom::array parts;
+    if (content && content->is_string()) {
+      msg.content = StringOf(*content);
+    } else if (content && content->get_array().get(parts) == simdjson::SUCCESS) {
       // Content parts: text parts are concatenated; others are not supported.
-      for (const json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
+      for (const dom::element part : parts) {
+        const auto type = part.is_object() ? Field(ObjectOf(part), "type") : std::nullopt;
+        const auto text = part.is_object() ? Field(ObjectOf(part), "text") : std::nullopt;
+        if (!type || !type->is_string() || StringOf(*type) != "text" || !text || !text->is_string()) {
           return Invalid(at + ".content", "only text content parts are supported", "invalid_type");
         }
-        msg.content += part["text"].get<std::string>();
+        msg.content += StringOf(*text);
       }
-    } else if (!(r == "assistant" && content != m.end() && content->is_null())) {
+    } else if (!(r == "assistant" && content && IsNull(*content))) {
       return Invalid(at + ".content", "'" + at + ".content' must be a string or text parts", "invalid_type");
     }
     out.messages.push_back(std::move(msg));
@@ -248,18 +299,20 @@ std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
   CompletionRequest out;
   out.chat = false;
   out.max_tokens = 16;  // the completions endpoint's default
-  json j;
+  dom::object j;
   if (auto err = ParseEnvelope(body, session_header, limits, j, out)) return *err;
-  auto prompt = j.find("prompt");
-  if (prompt == j.end()) return Invalid("prompt", "you must provide a prompt parameter", "missing_required_parameter");
+  const auto prompt = Field(j, "prompt");
+  if (!prompt) return Invalid("prompt", "you must provide a prompt parameter", "missing_required_parameter");
+  dom::array ids;
   if (prompt->is_string()) {
-    out.prompt_text = prompt->get<std::string>();
-  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-    for (const json& id : *prompt) {
-      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX) {
+    out.prompt_text = StringOf(*prompt);
+  } else if (prompt->get_array().get(ids) == simdjson::SUCCESS && ids.begin() != ids.end() && IsInteger(*ids.begin())) {
+    out.prompt_ids.reserve(ids.size());
+    for (const dom::element id : ids) {
+      if (!IsInteger(id) || IntegerOf(id) < 0 || IntegerOf(id) > INT32_MAX) {
         return Invalid("prompt", "token-id prompts must be arrays of non-negative integers", "invalid_type");
       }
-      out.prompt_ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
+      out.prompt_ids.push_back(static_cast<std::int32_t>(IntegerOf(id)));
     }
   } else {
     return Invalid("prompt", "'prompt' must be a string or a non-empty array of token ids", "invalid_type");

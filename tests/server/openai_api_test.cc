@@ -101,8 +101,24 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"StreamString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream", "boolean"},
         Bad{"SessionNumber", R"({"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"session_id":7}})", "metadata.session_id", "must be a string"},
         Bad{"HintsNotObject", R"({"model":"m","messages":[{"role":"user","content":"x"}],"talaria":true})", "talaria", "object of hints"},
-        Bad{"SessionEndString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"talaria":{"session_end":"yes"}})", "talaria.session_end", "must be a boolean"}),
+        Bad{"SessionEndString", R"({"model":"m","messages":[{"role":"user","content":"x"}],"talaria":{"session_end":"yes"}})", "talaria.session_end", "must be a boolean"},
+        // A part whose type is not a string (a tree reader used to throw here,
+        // and the client got its connection closed without an answer).
+        Bad{"PartTypeNumber", R"({"model":"m","messages":[{"role":"user","content":[{"type":5,"text":"x"}]}]})", "messages[0].content", "only text"},
+        Bad{"PartTextNumber", R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":5}]}]})", "messages[0].content", "only text"},
+        Bad{"MaxTokensPastInt64", R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})", "max_tokens", "above the limit"},
+        Bad{"MaxTokensFraction", R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":2.5})", "max_tokens", "positive integer"},
+        Bad{"TrailingBytes", R"({"model":"m","messages":[{"role":"user","content":"x"}]} x)", "", "not valid JSON"},
+        Bad{"BadUtf8", "{\"model\":\"m\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "", "not valid JSON"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// A field a client repeats: its last value counts, as in most JSON readers.
+TEST(OpenAiApiTest, ARepeatedFieldsLastValueCounts) {
+  const auto r = Ok(ParseCompletion(R"({"model":"a","prompt":"x","max_tokens":3,"model":"b","max_tokens":7})", ""));
+  EXPECT_EQ(r.model, "b");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_THAT(Err(ParseCompletion(R"({"model":"a","prompt":"x","model":3})", "")).param, "model");
+}
 
 // Session ids go into telemetry and logs: bounded printable UTF-8 only,
 // from the header (named as such) or the body.
