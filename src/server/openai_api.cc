@@ -61,10 +61,28 @@ bool BoolOf(dom::element e) {
 // to iterate).
 dom::object ObjectOf(dom::element e) { return dom::object(e.get_object().value_unsafe()); }
 
-// The body as an object. The parser (one per thread, reused) owns what the
-// object points into until the thread's next parse.
-std::variant<dom::object, ApiError> ParseObject(std::string_view body) {
-  thread_local dom::parser parser;
+// The parser a body is read with, which owns what its values point into:
+// one per thread, kept between requests, for bodies up to kKeptBytes; a
+// larger body gets a parser of its own, freed with it, so one large request
+// does not pin its tape (several bytes per byte of body) for the thread's
+// life.
+class BodyParser {
+ public:
+  static constexpr std::size_t kKeptBytes = 256 * 1024;
+  explicit BodyParser(std::size_t body_bytes) : parser_(body_bytes <= kKeptBytes ? Kept() : owned_.emplace()) {}
+  dom::parser& get() { return parser_; }
+
+ private:
+  static dom::parser& Kept() {
+    thread_local dom::parser parser;
+    return parser;
+  }
+  std::optional<dom::parser> owned_;
+  dom::parser& parser_;
+};
+
+// The body as an object, read with `parser`.
+std::variant<dom::object, ApiError> ParseObject(std::string_view body, dom::parser& parser) {
   dom::element doc;
   if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
     return Invalid("", "the request body is not valid JSON", "invalid_json");
@@ -186,8 +204,9 @@ std::optional<ApiError> ParseCommon(dom::object j, std::string_view session_head
 
 // The body as an object plus the fields both endpoints share.
 std::optional<ApiError> ParseEnvelope(std::string_view body, std::string_view session_header,
-                                      const ParseLimits& limits, dom::object& j, CompletionRequest& out) {
-  auto parsed = ParseObject(body);
+                                      const ParseLimits& limits, BodyParser& parser, dom::object& j,
+                                      CompletionRequest& out) {
+  auto parsed = ParseObject(body, parser.get());
   if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
   j = std::get<dom::object>(parsed);
   return ParseCommon(j, session_header, limits, out);
@@ -246,8 +265,9 @@ std::variant<CompletionRequest, ApiError> ParseChatCompletion(std::string_view b
                                                               const ParseLimits& limits) {
   CompletionRequest out;
   out.chat = true;
+  BodyParser parser(body.size());
   dom::object j;
-  if (auto err = ParseEnvelope(body, session_header, limits, j, out)) return *err;
+  if (auto err = ParseEnvelope(body, session_header, limits, parser, j, out)) return *err;
   const auto messages_field = Field(j, "messages");
   if (!messages_field) {
     return Invalid("messages", "you must provide a messages parameter", "missing_required_parameter");
@@ -299,8 +319,9 @@ std::variant<CompletionRequest, ApiError> ParseCompletion(std::string_view body,
   CompletionRequest out;
   out.chat = false;
   out.max_tokens = 16;  // the completions endpoint's default
+  BodyParser parser(body.size());
   dom::object j;
-  if (auto err = ParseEnvelope(body, session_header, limits, j, out)) return *err;
+  if (auto err = ParseEnvelope(body, session_header, limits, parser, j, out)) return *err;
   const auto prompt = Field(j, "prompt");
   if (!prompt) return Invalid("prompt", "you must provide a prompt parameter", "missing_required_parameter");
   dom::array ids;

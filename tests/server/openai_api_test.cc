@@ -112,6 +112,16 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"BadUtf8", "{\"model\":\"m\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "", "not valid JSON"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A body past the per-thread parser's size is read by a parser of its own,
+// and a small one after it by the kept parser again: both read whole.
+TEST(OpenAiApiTest, LargeAndSmallBodiesAlternate) {
+  const std::string big(300 * 1024, 'x');
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(Ok(ParseCompletion(R"({"model":"m","prompt":")" + big + R"("})", "")).prompt_text.size(), big.size());
+    EXPECT_EQ(Ok(ParseCompletion(R"({"model":"m","prompt":[1,2,3]})", "")).prompt_ids.size(), 3u);
+  }
+}
+
 // A field a client repeats: its last value counts, as in most JSON readers.
 TEST(OpenAiApiTest, ARepeatedFieldsLastValueCounts) {
   const auto r = Ok(ParseCompletion(R"({"model":"a","prompt":"x","max_tokens":3,"model":"b","max_tokens":7})", ""));
