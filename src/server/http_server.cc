@@ -406,7 +406,7 @@ struct HttpServer::Impl {
     const std::string session_header = SessionHeader(req);
     auto parsed = chat ? ParseChatCompletion(req.body(), session_header) : ParseCompletion(req.body(), session_header);
     if (auto* e = std::get_if<ApiError>(&parsed)) co_return co_await Write(stream, ErrorResponse(req, *e), label);
-    CompletionRequest request = std::get<CompletionRequest>(parsed);
+    CompletionRequest request = std::move(std::get<CompletionRequest>(parsed));
     if (auto bad = ReadHintHeaders(req, request)) co_return co_await Write(stream, ErrorResponse(req, *bad), label);
 
     auto channel = std::make_shared<CallChannel>(co_await net::this_coro::executor);

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "server/http_wire.h"
 #include "server/openai_decode.h"
 #include "server/openai_encode.h"
 #include "server/telemetry_json.h"
@@ -32,7 +31,6 @@ using tcp = net::ip::tcp;
 using nlohmann::json;
 using Stream = beast::tcp_stream;
 using HeaderParser = http::response_parser<http::empty_body>;
-using Request = http::request<http::string_body>;
 
 // A generous bound on a telemetry body (a snapshot lists cached sessions).
 constexpr std::uint64_t kMaxTelemetryBytes = 256ull << 20;
@@ -49,20 +47,24 @@ struct RemoteCall {
   bool ended = false;        // guarded by Impl::mu
 };
 
-Request MakeRequest(http::verb verb, const std::string& target, const std::string& host, const std::string& key,
-                    std::string body, double keepalive_s = 0) {
-  Request req{verb, target, 11};
-  req.set(http::field::host, host);
-  req.set(http::field::user_agent, "talaria-gateway");
-  if (!key.empty()) req.set(http::field::authorization, "Bearer " + key);
-  if (keepalive_s > 0) req.set(kKeepaliveHeader, std::to_string(keepalive_s));
-  req.keep_alive(true);
+// A request's wire bytes, kept alive: its head (with `extra`, whole header
+// lines, after the usual fields), then `body`, a JSON document, if any.
+// Rendered straight into one string: a Beast request would allocate each
+// field on its own, on every call.
+std::string RequestBytes(std::string_view method, std::string_view target, const std::string& host,
+                         const std::string& key, std::string_view body, std::string_view extra = {}) {
+  std::string out;
+  out.reserve(160 + target.size() + host.size() + key.size() + extra.size() + body.size());
+  out.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ").append(host);
+  out.append("\r\nUser-Agent: talaria-gateway\r\n");
+  if (!key.empty()) out.append("Authorization: Bearer ").append(key).append("\r\n");
+  out.append(extra);
   if (!body.empty()) {
-    req.set(http::field::content_type, "application/json");
-    req.body() = std::move(body);
+    out.append("Content-Type: application/json\r\nContent-Length: ").append(std::to_string(body.size()));
+    out.append("\r\n");
   }
-  req.prepare_payload();
-  return req;
+  out.append("\r\n").append(body);
+  return out;
 }
 
 // What the events of one call's stream said.
@@ -179,7 +181,7 @@ struct RemoteInstanceLink::Impl {
   // fresh one: the instance never had the request). Null (with `failure`)
   // when the exchange failed. `header_timeout_s` bounds the wait for the
   // header (0: ExpectBytes decides).
-  net::awaitable<std::unique_ptr<Stream>> Exchange(const Request& req, beast::flat_buffer& buffer,
+  net::awaitable<std::unique_ptr<Stream>> Exchange(const std::string& request, beast::flat_buffer& buffer,
                                                    std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
                                                    RemoteCall* rc, Failure& failure) {
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -201,7 +203,7 @@ struct RemoteInstanceLink::Impl {
         rc->stream = conn.get();
       }
       conn->expires_after(std::chrono::seconds(30));
-      co_await http_wire::Write(*conn, req, ec);
+      co_await net::async_write(*conn, net::buffer(request), net::redirect_error(net::use_awaitable, ec));
       if (ec) {
         if (rc != nullptr) rc->stream = nullptr;
         failure.why = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header +
@@ -251,14 +253,20 @@ struct RemoteInstanceLink::Impl {
     // With keep-alives silence means a hung instance: a stream gets comment
     // lines, a whole answer leading spaces, in every period without output.
     const bool upstream_stream = rc->call->stream;
-    Request req =
-        MakeRequest(http::verb::post, "/v1/completions", host_header, rc->call->api_key,
-                    TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
-                                        rc->call->session_id),
-                    options.keepalive_s);
+    std::string extra;
+    if (options.keepalive_s > 0) {
+      extra.append(kKeepaliveHeader).append(": ").append(std::to_string(options.keepalive_s)).append("\r\n");
+    }
     // The agent's hints reach the instance's scheduler too (its slot holds).
-    if (rc->call->expected_tool_s >= 0) req.set("X-Expected-Tool-Seconds", std::to_string(rc->call->expected_tool_s));
-    if (rc->call->session_end) req.set("X-Session-End", "true");
+    if (rc->call->expected_tool_s >= 0) {
+      extra.append("X-Expected-Tool-Seconds: ").append(std::to_string(rc->call->expected_tool_s)).append("\r\n");
+    }
+    if (rc->call->session_end) extra.append("X-Session-End: true\r\n");
+    const std::string req = RequestBytes(
+        "POST", "/v1/completions", host_header, rc->call->api_key,
+        TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
+                            rc->call->session_id),
+        extra);
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;
@@ -342,7 +350,7 @@ struct RemoteInstanceLink::Impl {
   // A poll's GET: the body of a 200 answer within the poll timeout (the
   // connection kept for reuse), or nullopt.
   net::awaitable<std::optional<std::string>> PollGet(const std::string& target) {
-    const Request req = MakeRequest(http::verb::get, target, host_header, options.poll_key, "");
+    const std::string req = RequestBytes("GET", target, host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;

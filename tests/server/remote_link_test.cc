@@ -212,6 +212,37 @@ TEST(RemoteLinkTest, KeepalivesKeepASlowCallAlive) {
   service.Stop();
 }
 
+// The request carries the client's key, its session and its agent hints to
+// the instance (the link renders the request's bytes itself).
+TEST(RemoteLinkTest, TheRequestCarriesTheKeySessionAndHints) {
+  ScriptedInstance instance([](tcp::socket& s) { s.close(); });
+  RemoteInstanceLink link("i0", instance.address(), RemoteLinkOptions{});
+  link.Start();
+  auto call = std::make_shared<LinkCall>();
+  call->model = "m";
+  call->prompt = {7, 8};
+  call->max_tokens = 2;
+  call->stream = false;
+  call->session_id = "agent-1";
+  call->api_key = "k1";
+  call->expected_tool_s = 0.5;
+  call->session_end = true;
+  auto sink = std::make_shared<RecordingSink>();
+  link.Submit(call, sink);
+  (void)sink->End();
+  link.Stop();
+  const auto& req = instance.request();
+  EXPECT_EQ(req.method(), http::verb::post);
+  EXPECT_EQ(req.target(), "/v1/completions");
+  EXPECT_EQ(req[http::field::authorization], "Bearer k1");
+  EXPECT_EQ(req["X-Expected-Tool-Seconds"], "0.500000");
+  EXPECT_EQ(req["X-Session-End"], "true");
+  EXPECT_EQ(req[kKeepaliveHeader], "1.000000");
+  EXPECT_EQ(req[http::field::content_type], "application/json");
+  EXPECT_TRUE(req.keep_alive());
+  EXPECT_EQ(req.body(), TokenCompletionBody("m", call->prompt, 2, false, "agent-1"));
+}
+
 TEST(RemoteLinkTest, AnInstanceThatDiesAfterTakingTheRequestFailsTheCall) {
   ScriptedInstance instance([](tcp::socket& s) { s.close(); });
   std::optional<ApiError> end;
