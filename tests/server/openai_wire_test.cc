@@ -3,6 +3,7 @@
 // read back (openai_decode.h), and a token-id request body parses as sent.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,24 @@ TEST(OpenAiWireTest, AnAnswerReadsBackWithItsTextUsageAndExtension) {
     EXPECT_EQ(e.usage.kv_source, "host");
     EXPECT_EQ(e.usage.instance, "worker-1");
   }
+}
+
+// Every byte value, alone and between plain runs, quotes to a JSON string
+// that reads back as the same bytes (nlohmann as the reader).
+TEST(OpenAiWireTest, QuotingRoundTripsEveryByteAtEveryPosition) {
+  for (int c = 1; c < 0x80; ++c) {
+    for (const std::string& text : {std::string(1, static_cast<char>(c)), "ab" + std::string(1, static_cast<char>(c)),
+                                    std::string(1, static_cast<char>(c)) + "cd", "a" + std::string(2, static_cast<char>(c)) + "b"}) {
+      std::string quoted;
+      AppendQuoted(quoted, text);
+      const nlohmann::json back = nlohmann::json::parse(quoted, nullptr, /*allow_exceptions=*/false);
+      ASSERT_TRUE(back.is_string()) << "byte " << c << ": " << quoted;
+      EXPECT_EQ(back.get<std::string>(), text) << "byte " << c;
+    }
+  }
+  std::string empty;
+  AppendQuoted(empty, "");
+  EXPECT_EQ(empty, "\"\"");
 }
 
 TEST(OpenAiWireTest, AStreamSplitAnywhereDecodesToItsEventsInOrder) {
