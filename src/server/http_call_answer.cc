@@ -50,6 +50,21 @@ net::awaitable<void> CallAnswer::WriteChunk(Stream& stream, std::string_view byt
   stream.expires_never();
 }
 
+net::awaitable<void> CallAnswer::WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
+                                                  const char* content_type) {
+  http::response<http::empty_body> res{http::status::ok, req.version()};
+  res.set(http::field::content_type, content_type);
+  res.set(http::field::cache_control, "no-cache");
+  res.set(http::field::server, "talaria");
+  res.keep_alive(req.keep_alive() && !draining_);
+  res.chunked(true);
+  http::response_serializer<http::empty_body> serializer{res};
+  metrics_.requests.Add(label + ",200");
+  stream.expires_after(Wall(limits_.write_timeout_s));
+  co_await http::async_write_header(stream, serializer, net::use_awaitable);
+  stream.expires_never();
+}
+
 net::awaitable<void> CallAnswer::WriteLastChunk(Stream& stream) {
   stream.expires_after(Wall(limits_.write_timeout_s));
   co_await net::async_write(stream, net::buffer("0\r\n\r\n", 5), net::use_awaitable);
@@ -122,15 +137,7 @@ net::awaitable<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req,
       if (!next.has_value()) {  // a period passed in silence
         if (!head_out) {
           StopWatching(stream, watching);  // from here a write notices a client that left
-          http::response<http::empty_body> res{http::status::ok, req.version()};
-          res.set(http::field::content_type, "application/json");
-          res.set(http::field::server, "talaria");
-          res.keep_alive(req.keep_alive() && !draining_);
-          res.chunked(true);
-          http::response_serializer<http::empty_body> serializer{res};
-          metrics_.requests.Add(label + ",200");
-          stream.expires_after(Wall(limits_.write_timeout_s));
-          co_await http::async_write_header(stream, serializer, net::use_awaitable);
+          co_await WriteChunkedHead(stream, req, label, "application/json");
           head_out = true;
         }
         co_await WriteChunk(stream, " ");
@@ -173,17 +180,8 @@ net::awaitable<void> CallAnswer::AnswerStream(Stream& stream, const Request& req
   } else {
     StopWatching(stream, watching);
   }
-  http::response<http::empty_body> res{http::status::ok, req.version()};
-  res.set(http::field::content_type, "text/event-stream");
-  res.set(http::field::cache_control, "no-cache");
-  res.set(http::field::server, "talaria");
-  res.keep_alive(req.keep_alive() && !draining_);
-  res.chunked(true);
-  http::response_serializer<http::empty_body> serializer{res};
-  metrics_.requests.Add(label + ",200");
   try {
-    stream.expires_after(Wall(limits_.write_timeout_s));
-    co_await http::async_write_header(stream, serializer, net::use_awaitable);
+    co_await WriteChunkedHead(stream, req, label, "text/event-stream");
     // (No co_await inside ?: here: GCC 12 miscompiles it.)
     if (!first.has_value()) first = co_await NextStreamEvent(stream, channel, keepalive_s);
     Event e = std::move(*first);

@@ -58,6 +58,9 @@ class CallAnswer {
   net::awaitable<void> AnswerStream(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
                                     CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
   net::awaitable<Event> NextStreamEvent(Stream& stream, CallChannel& channel, double keepalive_s);
+  // A 200 head whose body follows in chunks (counted in the requests metric).
+  net::awaitable<void> WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
+                                        const char* content_type);
   net::awaitable<void> WriteLastChunk(Stream& stream);
 
   CompletionService& service_;

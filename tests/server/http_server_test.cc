@@ -387,6 +387,18 @@ TEST_F(HttpServerTest, ApiKeysAreRequiredWhenConfigured) {
 namespace talaria {
 namespace {
 
+// Sends a slow call on `socket` (a 900-token prefill: 0.9 s of wall time at
+// time scale 1), streaming or not, asking for keep-alives every 0.1 s or not.
+void SendSlowCall(tcp::socket& socket, std::uint16_t port, bool stream, bool ask_keepalives) {
+  socket.connect({net::ip::make_address("127.0.0.1"), port});
+  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+  req.set(http::field::host, "localhost");
+  if (ask_keepalives) req.set(kKeepaliveHeader, "0.1");
+  req.body() = json{{"model", "m"}, {"max_tokens", 2}, {"stream", stream}, {"prompt", std::string(900, 'x')}}.dump();
+  req.prepare_payload();
+  http::write(socket, req);
+}
+
 // A stream that asks for keep-alives (the gateway's links do) gets its head
 // at once and a comment line each period until its first token: here a
 // 900-token prefill, 0.9 s of wall time at time scale 1, with comments every
@@ -397,13 +409,7 @@ TEST_F(HttpServerTest, AStreamThatAsksForKeepalivesGetsCommentsUntilItsFirstToke
     SCOPED_TRACE(ask ? "asked" : "not asked");
     net::io_context io;
     tcp::socket socket(io);
-    socket.connect({net::ip::make_address("127.0.0.1"), port_});
-    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-    req.set(http::field::host, "localhost");
-    if (ask) req.set(kKeepaliveHeader, "0.1");
-    req.body() = json{{"model", "m"}, {"max_tokens", 2}, {"stream", true}, {"prompt", std::string(900, 'x')}}.dump();
-    req.prepare_payload();
-    http::write(socket, req);
+    SendSlowCall(socket, port_, /*stream=*/true, ask);
     std::string seen;
     char buf[4096];
     boost::system::error_code ec;
@@ -433,13 +439,7 @@ TEST_F(HttpServerTest, AWholeAnswerThatAsksForKeepalivesGetsLeadingSpaces) {
     SCOPED_TRACE(ask ? "asked" : "not asked");
     net::io_context io;
     tcp::socket socket(io);
-    socket.connect({net::ip::make_address("127.0.0.1"), port_});
-    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-    req.set(http::field::host, "localhost");
-    if (ask) req.set(kKeepaliveHeader, "0.1");
-    req.body() = json{{"model", "m"}, {"max_tokens", 2}, {"prompt", std::string(900, 'x')}}.dump();
-    req.prepare_payload();
-    http::write(socket, req);
+    SendSlowCall(socket, port_, /*stream=*/false, ask);
     beast::flat_buffer buffer;
     http::response<http::string_body> res;
     http::read(socket, buffer, res);
