@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "server/http_wire.h"
+#include "server/io_loop.h"
 #include "server/openai_encode.h"
 
 namespace talaria::http_front {
@@ -19,12 +20,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-std::chrono::steady_clock::duration Wall(double seconds) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 std::chrono::steady_clock::time_point PeriodFromNow(double keepalive_s) {
-  return keepalive_s > 0 ? std::chrono::steady_clock::now() + Wall(keepalive_s)
+  return keepalive_s > 0 ? std::chrono::steady_clock::now() + WallSeconds(keepalive_s)
                          : std::chrono::steady_clock::time_point::max();
 }
 
@@ -33,7 +30,7 @@ std::chrono::steady_clock::time_point PeriodFromNow(double keepalive_s) {
 net::awaitable<void> CallAnswer::Write(Stream& stream, Response res, const std::string& label) {
   metrics_.requests.Add(label + "," + std::to_string(res.result_int()));
   if (draining_) res.keep_alive(false);
-  stream.expires_after(Wall(limits_.write_timeout_s));
+  stream.expires_after(WallSeconds(limits_.write_timeout_s));
   boost::system::error_code ec;
   co_await http_wire::Write(stream, res, ec);
   if (ec) throw boost::system::system_error(ec);
@@ -41,7 +38,7 @@ net::awaitable<void> CallAnswer::Write(Stream& stream, Response res, const std::
 }
 
 net::awaitable<void> CallAnswer::WriteChunk(Stream& stream, std::string_view bytes) {
-  stream.expires_after(Wall(limits_.write_timeout_s));
+  stream.expires_after(WallSeconds(limits_.write_timeout_s));
   char size[24];
   const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
   const std::array<net::const_buffer, 3> chunk{net::buffer(size, static_cast<std::size_t>(n)),
@@ -58,15 +55,16 @@ net::awaitable<void> CallAnswer::WriteChunkedHead(Stream& stream, const Request&
   res.set(http::field::server, "talaria");
   res.keep_alive(req.keep_alive() && !draining_);
   res.chunked(true);
-  http::response_serializer<http::empty_body> serializer{res};
   metrics_.requests.Add(label + ",200");
-  stream.expires_after(Wall(limits_.write_timeout_s));
-  co_await http::async_write_header(stream, serializer, net::use_awaitable);
+  stream.expires_after(WallSeconds(limits_.write_timeout_s));
+  boost::system::error_code ec;
+  co_await http_wire::WriteHead(stream, res.base(), ec);
+  if (ec) throw boost::system::system_error(ec);
   stream.expires_never();
 }
 
 net::awaitable<void> CallAnswer::WriteLastChunk(Stream& stream) {
-  stream.expires_after(Wall(limits_.write_timeout_s));
+  stream.expires_after(WallSeconds(limits_.write_timeout_s));
   co_await net::async_write(stream, net::buffer("0\r\n\r\n", 5), net::use_awaitable);
   stream.expires_never();
 }
@@ -153,8 +151,9 @@ net::awaitable<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req,
         if (next->kind == Event::Kind::kError) co_return co_await Write(stream, ErrorResponse(req, next->error), label);
         co_return co_await Write(stream, CompletionResponse(req, head, text, *next), label);
       }
-      const std::string body = next->kind == Event::Kind::kError ? ErrorBodyWithStatus(next->error)
-                                                                 : CompletionResponse(req, head, text, *next).body();
+      const std::string body = next->kind == Event::Kind::kError
+                                   ? ErrorBodyWithStatus(next->error)
+                                   : CompletionBody(head, text, next->finish_reason, next->usage);
       co_await WriteChunk(stream, body);
       co_return co_await WriteLastChunk(stream);
     }

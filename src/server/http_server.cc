@@ -22,6 +22,7 @@
 #include "server/http_call_answer.h"
 #include "server/http_call_channel.h"
 #include "server/http_responses.h"
+#include "server/http_wire.h"
 #include "server/timeline_json.h"
 
 namespace talaria {
@@ -38,10 +39,6 @@ using namespace http_front;  // NOLINT: this file serves those answers
 std::int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::chrono::steady_clock::duration Wall(double seconds) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace
@@ -197,7 +194,7 @@ struct HttpServer::Impl {
             // Between requests: the next one's first byte has idle_timeout_s.
             if (draining) break;
             self.idle = true;
-            stream.expires_after(Wall(limits.idle_timeout_s));
+            stream.expires_after(WallSeconds(limits.idle_timeout_s));
             const std::size_t n =
                 co_await stream.async_read_some(buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
             self.idle = false;
@@ -210,10 +207,10 @@ struct HttpServer::Impl {
           http::request_parser<http::string_body> parser;
           parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
           parser.body_limit(static_cast<std::uint64_t>(limits.max_body_bytes));
-          stream.expires_at(first_byte + Wall(std::min(limits.header_timeout_s, limits.request_timeout_s)));
+          stream.expires_at(first_byte + WallSeconds(std::min(limits.header_timeout_s, limits.request_timeout_s)));
           co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
           if (!ec && !parser.is_done()) {
-            stream.expires_at(first_byte + Wall(limits.request_timeout_s));
+            stream.expires_at(first_byte + WallSeconds(limits.request_timeout_s));
             co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
           }
           if (ec) {
@@ -334,9 +331,10 @@ struct HttpServer::Impl {
     if (req.method() != http::verb::head) co_return co_await Write(stream, std::move(res), t.label);
     // HEAD (load balancers' probes): the GET answer's head, no body.
     metrics.requests.Add(t.label + ",200");
-    http::response_serializer<http::string_body> serializer{res};
-    stream.expires_after(Wall(limits.write_timeout_s));
-    co_await http::async_write_header(stream, serializer, net::use_awaitable);
+    stream.expires_after(WallSeconds(limits.write_timeout_s));
+    boost::system::error_code ec;
+    co_await http_wire::WriteHead(stream, res.base(), ec);
+    if (ec) throw boost::system::system_error(ec);
     stream.expires_never();
   }
 
@@ -461,12 +459,12 @@ HttpServer::DrainReport HttpServer::Drain(double drain_s) {
   std::snprintf(note, sizeof note, "the server shut down before the call finished (drain time %g s)", drain_s);
   impl_->drain_note = note;  // read on the I/O thread after the post below
   report.in_flight = impl_->OnLoop([this] { return impl_->BeginDrain(); });
-  const auto deadline = std::chrono::steady_clock::now() + Wall(drain_s);
+  const auto deadline = std::chrono::steady_clock::now() + WallSeconds(drain_s);
   if (!impl_->WaitQuiet(deadline)) {
     report.cut = impl_->OnLoop([this] { return impl_->CutCalls(); });
     // Cut calls end with an error answer or event at once; a client that
     // reads nothing holds its connection at most write_timeout_s.
-    report.quiet = impl_->WaitQuiet(std::chrono::steady_clock::now() + Wall(impl_->limits.write_timeout_s + 1));
+    report.quiet = impl_->WaitQuiet(std::chrono::steady_clock::now() + WallSeconds(impl_->limits.write_timeout_s + 1));
   } else {
     report.quiet = true;
   }

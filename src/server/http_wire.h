@@ -1,10 +1,10 @@
-// A whole HTTP/1.1 message with a string body written as the bytes Beast's
+// HTTP/1.1 messages with a string body written as the bytes Beast's
 // serializer would write (start line, fields in order, blank line, body),
-// rendered into one string and sent by one plain write. Beast's generic
-// serializer walks a concatenation of buffer sequences per write; on a
-// proxy's hot path (a gateway's answer to its client, its request to an
-// instance) that machinery cost more than the rest of the write. Messages
-// with a chunked body go through Beast as before.
+// rendered into one string and sent by one plain write; a head alone the
+// same way (a chunked answer's, a HEAD request's). Beast's generic
+// serializer walks a concatenation of buffer sequences per write; on the
+// HTTP front's hot path (every answer) that machinery cost more than the
+// rest of the write. A whole message with a chunked body goes through Beast.
 #pragma once
 
 #include <utility>  // before Boost 1.74's asio (see http_server.cc)
@@ -41,6 +41,17 @@ void AppendHead(std::string& out, const http::header<kRequest, Fields>& msg) {
     out.append(name.data(), name.size()).append(": ").append(value.data(), value.size()).append("\r\n");
   }
   out.append("\r\n");
+}
+
+// Writes `header` alone (its body, if any, follows in chunks or not at all).
+template <typename Stream, bool kRequest, typename Fields>
+boost::asio::awaitable<void> WriteHead(Stream& stream, const http::header<kRequest, Fields>& header,
+                                       boost::system::error_code& ec) {
+  std::string head;
+  head.reserve(256);
+  AppendHead(head, header);
+  co_await boost::asio::async_write(stream, boost::asio::buffer(head),
+                                    boost::asio::redirect_error(boost::asio::use_awaitable, ec));
 }
 
 // Writes `msg` whole: one rendered head and the body, in one write when

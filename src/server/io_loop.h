@@ -4,6 +4,7 @@
 // thread (no cross-thread wake-ups); each creates its own when given none.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 namespace boost::asio {
@@ -11,6 +12,12 @@ class io_context;
 }  // namespace boost::asio
 
 namespace talaria {
+
+// Seconds (a configured timeout or period) as a steady-clock duration, for
+// the servers' deadlines on the wall clock.
+inline std::chrono::steady_clock::duration WallSeconds(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
 
 class IoLoop {
  public:

@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -35,10 +36,6 @@ using HeaderParser = http::response_parser<http::empty_body>;
 // A generous bound on a telemetry body (a snapshot lists cached sessions).
 constexpr std::uint64_t kMaxTelemetryBytes = 256ull << 20;
 
-std::chrono::steady_clock::duration Wall(double seconds) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 struct RemoteCall {
   std::shared_ptr<const LinkCall> call;
   std::shared_ptr<CompletionSink> sink;
@@ -47,24 +44,30 @@ struct RemoteCall {
   bool ended = false;        // guarded by Impl::mu
 };
 
-// A request's wire bytes, kept alive: its head (with `extra`, whole header
-// lines, after the usual fields), then `body`, a JSON document, if any.
-// Rendered straight into one string: a Beast request would allocate each
-// field on its own, on every call.
-std::string RequestBytes(std::string_view method, std::string_view target, const std::string& host,
-                         const std::string& key, std::string_view body, std::string_view extra = {}) {
-  std::string out;
-  out.reserve(160 + target.size() + host.size() + key.size() + extra.size() + body.size());
+// A request to the instance, kept alive: its head's bytes (with `extra`,
+// whole header lines, after the usual fields) and its body, a JSON document
+// or none. The head is rendered straight into one string (a Beast request
+// would allocate each field on its own, on every call); the body, a long
+// prompt's token ids, is written from where it lies, never copied.
+struct OutgoingRequest {
+  std::string head;
+  std::string body;
+};
+OutgoingRequest MakeRequest(std::string_view method, std::string_view target, const std::string& host,
+                            const std::string& key, std::string body, std::string_view extra = {}) {
+  OutgoingRequest req{{}, std::move(body)};
+  std::string& out = req.head;
+  out.reserve(160 + target.size() + host.size() + key.size() + extra.size());
   out.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ").append(host);
   out.append("\r\nUser-Agent: talaria-gateway\r\n");
   if (!key.empty()) out.append("Authorization: Bearer ").append(key).append("\r\n");
   out.append(extra);
-  if (!body.empty()) {
-    out.append("Content-Type: application/json\r\nContent-Length: ").append(std::to_string(body.size()));
+  if (!req.body.empty()) {
+    out.append("Content-Type: application/json\r\nContent-Length: ").append(std::to_string(req.body.size()));
     out.append("\r\n");
   }
-  out.append("\r\n").append(body);
-  return out;
+  out.append("\r\n");
+  return req;
 }
 
 // What the events of one call's stream said.
@@ -141,7 +144,7 @@ struct RemoteInstanceLink::Impl {
   // The newest idle connection that is young enough and still open; null
   // when none is.
   std::unique_ptr<Stream> TakeIdle() {
-    const auto oldest = std::chrono::steady_clock::now() - Wall(options.max_idle_s);
+    const auto oldest = std::chrono::steady_clock::now() - WallSeconds(options.max_idle_s);
     while (!idle.empty()) {
       Idle last = std::move(idle.back());
       idle.pop_back();
@@ -170,7 +173,7 @@ struct RemoteInstanceLink::Impl {
   // Bounds the next read of a call by the silence allowed (none: wait).
   void ExpectBytes(Stream& conn) const {
     if (options.silence_s > 0 && options.keepalive_s > 0) {
-      conn.expires_after(Wall(options.silence_s));
+      conn.expires_after(WallSeconds(options.silence_s));
     } else {
       conn.expires_never();  // a call may queue behind a long round
     }
@@ -181,7 +184,7 @@ struct RemoteInstanceLink::Impl {
   // fresh one: the instance never had the request). Null (with `failure`)
   // when the exchange failed. `header_timeout_s` bounds the wait for the
   // header (0: ExpectBytes decides).
-  net::awaitable<std::unique_ptr<Stream>> Exchange(const std::string& request, beast::flat_buffer& buffer,
+  net::awaitable<std::unique_ptr<Stream>> Exchange(const OutgoingRequest& req, beast::flat_buffer& buffer,
                                                    std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
                                                    RemoteCall* rc, Failure& failure) {
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -190,7 +193,7 @@ struct RemoteInstanceLink::Impl {
       boost::system::error_code ec;
       if (!reused) {
         conn = std::make_unique<Stream>(io);
-        conn->expires_after(Wall(options.connect_timeout_s));
+        conn->expires_after(WallSeconds(options.connect_timeout_s));
         co_await conn->async_connect(endpoint, net::redirect_error(net::use_awaitable, ec));
         if (ec) {
           failure.why = "connect to " + host_header + ": " + ec.message();
@@ -203,7 +206,8 @@ struct RemoteInstanceLink::Impl {
         rc->stream = conn.get();
       }
       conn->expires_after(std::chrono::seconds(30));
-      co_await net::async_write(*conn, net::buffer(request), net::redirect_error(net::use_awaitable, ec));
+      const std::array<net::const_buffer, 2> bytes{net::buffer(req.head), net::buffer(req.body)};
+      co_await net::async_write(*conn, bytes, net::redirect_error(net::use_awaitable, ec));
       if (ec) {
         if (rc != nullptr) rc->stream = nullptr;
         failure.why = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header +
@@ -214,7 +218,7 @@ struct RemoteInstanceLink::Impl {
       buffer.clear();
       parser = std::make_unique<HeaderParser>();
       if (header_timeout_s > 0) {
-        conn->expires_after(Wall(header_timeout_s));
+        conn->expires_after(WallSeconds(header_timeout_s));
       } else {
         ExpectBytes(*conn);
       }
@@ -262,7 +266,7 @@ struct RemoteInstanceLink::Impl {
       extra.append("X-Expected-Tool-Seconds: ").append(std::to_string(rc->call->expected_tool_s)).append("\r\n");
     }
     if (rc->call->session_end) extra.append("X-Session-End: true\r\n");
-    const std::string req = RequestBytes(
+    const OutgoingRequest req = MakeRequest(
         "POST", "/v1/completions", host_header, rc->call->api_key,
         TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
                             rc->call->session_id),
@@ -350,7 +354,7 @@ struct RemoteInstanceLink::Impl {
   // A poll's GET: the body of a 200 answer within the poll timeout (the
   // connection kept for reuse), or nullopt.
   net::awaitable<std::optional<std::string>> PollGet(const std::string& target) {
-    const std::string req = RequestBytes("GET", target, host_header, options.poll_key, "");
+    const OutgoingRequest req = MakeRequest("GET", target, host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;
@@ -359,7 +363,7 @@ struct RemoteInstanceLink::Impl {
     http::response_parser<http::string_body> body{std::move(*header)};
     body.body_limit(kMaxTelemetryBytes);
     boost::system::error_code ec;
-    conn->expires_after(Wall(options.poll_timeout_s));
+    conn->expires_after(WallSeconds(options.poll_timeout_s));
     co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return std::nullopt;
     if (body.keep_alive()) Pool(std::move(conn));
