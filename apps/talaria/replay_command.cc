@@ -310,7 +310,7 @@ void AddReplayCommand(CLI::App& app) {
   cmd->add_option("--hints", args->hints,
                   "agent hints the calls carry: trace (what the trace's calls say), none, exact (each call's tool "
                   "time is the replayed gap to its session's next call; the last call says it ends the session) or "
-                  "noisy:F (exact times a factor log-uniform in [1/F, F]); adaptive holds read them")
+                  "noisy:F (exact times a factor log-uniform in [1/F, F]); slot holds and the router's leases read them")
       ->capture_default_str();
   cmd->add_option("--lease-sweep", args->lease_sweep,
                   "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");

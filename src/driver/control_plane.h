@@ -82,11 +82,13 @@ class ControlPlane {
   bool MayPlaceAgain(std::size_t attempts) const { return attempts < instances(); }
 
   // --- The completion hook: the session table and the successor lease.
-  bool EndSession(std::string_view session_id) { return router_.EndSession(session_id); }
-  // Returns the successor lease's length (Router::OnCompleted).
+  // Returns the successor lease's length (Router::OnCompleted; a call that
+  // said it ends its session ends it here, and installs none).
   double OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
-                     std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now, double expected_tool_s = -1) {
-    return router_.OnCompleted(session_id, model, instance, kv_tokens, output_tokens, now, expected_tool_s);
+                     std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now, double expected_tool_s = -1,
+                     bool session_end = false) {
+    return router_.OnCompleted(session_id, model, instance, kv_tokens, output_tokens, now, expected_tool_s,
+                               session_end);
   }
 
   // --- Shared state (gateway replicas): Router::AdoptSession and

@@ -47,8 +47,8 @@ struct InstanceConfig {
   // Models opened at start; empty means all of `models`. A switch into
   // another catalogue model opens it (a full open from storage) and, when
   // more than max_resident would be open, closes the least recently active
-  // idle model, or failing one the least recently active model with work
-  // (its next slot opens it again).
+  // idle model, or failing one the model with work whose next slot comes
+  // last in round order (that slot opens it again).
   std::vector<std::string> resident;
   std::int32_t max_resident = 0;  // 0: no limit
   double storage_gbps = 5.0;      // assumption: local NVMe into pinned host memory, per node

@@ -277,8 +277,10 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.finished = true;
   s.hint_tool_s = r.call.expected_tool_s;
   s.hint_end = r.call.session_end;
-  m.returns.ObserveCompletion();
-  if (s.hint_tool_s >= 0) m.returns.ObserveHintedCompletion();
+  if (!s.hint_end) {  // the return model answers for calls that did not say they were the last
+    m.returns.ObserveCompletion();
+    if (s.hint_tool_s >= 0) m.returns.ObserveHintedCompletion();
+  }
   // The finishes a hold may wait for: within the fixed hold, or (adaptive)
   // within a round's bound.
   const double window_s =

@@ -17,11 +17,17 @@ double Instance::OpenModel(Model& m, bool switching) {
   m.resident = true;
   ++counters_.model_opens;
   // Over the limit, close the least recently active idle model. At a switch
-  // the outgoing model leaves the GPUs, so when no open model is idle the
-  // least recently active one with queued work closes too: its weights do
-  // not fit beside the new model's, and its next slot opens it again.
-  // Outside a switch (an operator's open) the active model and models with
-  // work stay open, over the limit for now.
+  // the outgoing model leaves the GPUs, so when no open model is idle one
+  // with queued work closes too: its weights do not fit beside the new
+  // model's, and its next slot opens it again. Of those, the one whose next
+  // slot comes last in round order (Belady's choice: slots follow the
+  // catalogue's order, so the future is known); least recently active
+  // would be the worst choice in a cycle through more models with work than
+  // fit, opening a model at every switch. Outside a switch (an operator's
+  // open) the active model and models with work stay open, over the limit
+  // for now.
+  const auto n = static_cast<std::int32_t>(models_.size());
+  const auto slots_until = [&](const Model& other) { return (other.id - m.id + n) % n; };
   std::int32_t open = 0;
   for (const auto& other : models_) open += other->resident;
   while (config_.max_resident > 0 && open > config_.max_resident) {
@@ -31,8 +37,10 @@ double Instance::OpenModel(Model& m, bool switching) {
       if (!other->resident || other.get() == &m) continue;
       const bool idle = !HasWork(*other) && (switching || other->id != active_);
       if (!idle && !switching) continue;
-      if (victim == nullptr || (idle && !victim_idle) ||
-          (idle == victim_idle && other->last_active < victim->last_active)) {
+      const bool better = victim == nullptr || (idle && !victim_idle) ||
+                          (idle == victim_idle && (idle ? other->last_active < victim->last_active
+                                                        : slots_until(*other) > slots_until(*victim)));
+      if (better) {
         victim = other.get();
         victim_idle = idle;
       }

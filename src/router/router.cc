@@ -122,12 +122,18 @@ double Router::AdaptiveLeaseSeconds(const GapDistribution& gaps) const {
 
 double Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
                            std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,
-                           double expected_tool_s) {
+                           double expected_tool_s, bool session_end) {
   Impl& im = *impl_;
   const std::int32_t model_id = im.view.ModelId(model);
   im.view.ObserveOutput(model_id, output_tokens);
   SessionEntry* e = im.sessions.Find(session_id);
   if (e == nullptr) return 0;  // evicted from the table meanwhile
+  if (session_end) {
+    // Not a completion the return model counts: it answers for calls that
+    // did not say they were the last.
+    EndSession(session_id);
+    return 0;
+  }
   e->last_instance = instance;
   e->model = model_id;
   e->kv_tokens = kv_tokens;

@@ -177,9 +177,11 @@ class Router {
   // `gaps` (0: no lease).
   double AdaptiveLeaseSeconds(const GapDistribution& gaps) const;
   // Returns the successor lease's length, seconds (0: none installed).
+  // `session_end`: the call said it was its session's last (an agent hint):
+  // the session's entry goes as by EndSession, and no lease is installed.
   double OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
                    std::int64_t kv_tokens, std::int64_t output_tokens, TimePoint now,
-                   double expected_tool_s = -1);
+                   double expected_tool_s = -1, bool session_end = false);
 
   // The client said the session has ended (an agent hint): its entry and
   // its lease go now, so the lease charges no slot for a return that will

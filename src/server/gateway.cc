@@ -487,13 +487,12 @@ void Gateway::OnCallDone(const std::shared_ptr<Call>& call, const Usage& usage, 
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (share) record.instance = links_[static_cast<std::size_t>(call->instance)]->name();
+    // A session the client said ends here gets no lease: none holds a slot
+    // for a return that will not come (the hint costs only its own locality).
     lease_s = control_.OnCompleted(c.scoped_session, c.model, call->instance,
                                    static_cast<std::int64_t>(c.prompt.size()) + usage.completion_tokens,
-                                   usage.completion_tokens, now, c.expected_tool_s);
+                                   usage.completion_tokens, now, c.expected_tool_s, c.session_end);
     sessions_.Update(c.scoped_session, std::move(context), call->submitted, now);
-    // The client said the session ends here: no lease holds a slot for a
-    // return that will not come (the hint costs only this session's locality).
-    if (c.session_end) control_.EndSession(c.scoped_session);
     live_.erase(call->id);
   }
   auto answer = [this, call, usage, finish_reason, now] {

@@ -179,7 +179,7 @@ class Driver final : public InstanceEvents {
     const TraceCall& c = trace_.calls[index];
     ++result_.calls_completed;
     control_->OnCompleted(c.session_id, c.model, run.instance, c.prompt_tokens + c.output_tokens,
-                          c.output_tokens, rec.finished, c.expected_tool_s.value_or(-1.0));
+                          c.output_tokens, rec.finished, c.expected_tool_s.value_or(-1.0), c.session_end);
     ++result_.kv_sources[ToString(rec.kv_source)];
     ++result_.admit_paths[ToString(rec.path)];
     if (calls_out_.is_open()) {

@@ -22,7 +22,12 @@ source "$dir/start_server.sh"
 start_server "$dir/metrics.toml" --state "redis://127.0.0.1:$redis_port"
 url="http://127.0.0.1:$port"
 
-# Three sessions per model, two turns each, concurrently.
+# Three sessions per model, two turns each, concurrently. The first turn is
+# several KV blocks long, so its prefix outlives a switch in host KV and the
+# second turn's lease is honoured whichever model is active by then (a
+# prefix under one block is kept nowhere once its model switches out, and
+# its lease is rightly discarded).
+task=$(printf 'step %02d of a long agent task, with its tool output. ' $(seq 20))
 call() {  # session, model, content
   curl -sS --max-time 60 -H "X-Session-Id: $1" -H 'Content-Type: application/json' \
     -d "{\"model\":\"$2\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"$3\"}]}" \
@@ -31,7 +36,7 @@ call() {  # session, model, content
 clients=()
 for model in qwen3-235b-a22b glm-5-nvfp4 qwen3.5-122b-a10b; do
   for s in 1 2 3; do
-    (call "$model-$s" "$model" "first turn of a long agent task" && call "$model-$s" "$model" "second turn") &
+    (call "$model-$s" "$model" "$task" && call "$model-$s" "$model" "second turn") &
     clients+=($!)
   done
 done

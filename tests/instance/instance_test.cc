@@ -296,6 +296,35 @@ TEST(ColdInstanceTest, OverTheResidentLimitASwitchClosesTheOutgoingModel) {
   }
 }
 
+// Three models with work take turns on room for two: each switch into a
+// closed model closes the open one whose next slot comes last in round
+// order (the outgoing model), so the model after it is still open and
+// opens alternate with free switches. Closing the least recently active
+// one instead would close exactly the model the next slot needs, and every
+// switch would open a model.
+TEST(ColdInstanceTest, ThreeModelsInRoomForTwoOpenAtEveryOtherSwitch) {
+  InstanceConfig c = Cold({"m", "n", "o"});
+  c.ttft_target_s = 1.0;
+  c.tpot_target_s = 0.1;
+  c.min_prefill_budget_s = 0;
+  c.resident = {"m", "n"};
+  c.max_resident = 2;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")});
+  h.Warmup("m");
+  h.Run({{0, "a", 0, "m", 100, 0, 200}, {0, "b", 0, "n", 100, 0, 200}, {0, "x", 0, "o", 100, 0, 200}});
+  const auto& sw = h.switches();
+  ASSERT_GE(sw.size(), 6u);
+  const std::vector<std::string> order = {"n", "o", "m"};
+  for (std::size_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(sw[i].to, order[i % 3]);
+    EXPECT_EQ(sw[i].opened, i % 2 == 1);  // o, then n, then m: each time the model just left is closed
+  }
+  EXPECT_TRUE(h.Done("a0"));
+  EXPECT_TRUE(h.Done("b0"));
+  EXPECT_TRUE(h.Done("x0"));
+}
+
 // A decode step advances every decoding call; calls that end in the same
 // step finish in admission order (b before d, although a's finish moved d
 // ahead of b in the batch's dense array), each call's token reports rise by

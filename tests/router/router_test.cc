@@ -458,6 +458,30 @@ TEST_F(RouterTest, ALeaseIsSizedFromTheToolTimeHint) {
   EXPECT_EQ(r->LeaseOf("near", AtSeconds(0.85)), -1);
 }
 
+// A call that says it ends its session (issue 18's session-end hint)
+// leaves no lease and no entry, under either lease policy, and its lease
+// is counted as neither installed nor declined.
+TEST_F(RouterTest, ASessionEndHintLeavesNoLeaseAndNoEntry) {
+  for (const LeasePolicy policy : {LeasePolicy::kAdaptive, LeasePolicy::kFixed}) {
+    SCOPED_TRACE(ToString(policy));
+    RouterOptions o;
+    o.lease_tau_s = 2;
+    o.lease = policy;
+    auto r = Make(o);
+    Feed(*r, 2, 0);
+    r->Route(Req("done", false), AtSeconds(0.1));
+    r->Route(Req("more", false), AtSeconds(0.1));
+    EXPECT_EQ(r->OnCompleted("done", "m", 1, 100, 10, AtSeconds(0.2), -1, /*session_end=*/true), 0);
+    r->OnCompleted("more", "m", 1, 100, 10, AtSeconds(0.2));
+    EXPECT_EQ(r->LeaseOf("done", AtSeconds(0.3)), -1);
+    if (policy == LeasePolicy::kFixed) {
+      EXPECT_EQ(r->LeaseOf("more", AtSeconds(0.3)), 1);
+    }
+    EXPECT_EQ(r->sessions(), 1u);
+    EXPECT_EQ(r->counters().leases_installed + r->counters().leases_declined, 1);  // "more" alone
+  }
+}
+
 // Adaptive leases (issue 18): the router learns each session's gaps from
 // completion to its next call. A session that comes back within 0.2 s gets
 // a lease shorter than tau that still covers its return; one that takes

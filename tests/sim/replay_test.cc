@@ -156,6 +156,28 @@ TEST(ReplayTest, FullRouterAvoidsTheOpensBaselinesCause) {
   }
 }
 
+// The session-end hint reaches the replay's router as it does the
+// gateway's (both through ControlPlane::OnCompleted): a session's last call,
+// marked as ending it, leaves no successor lease, so fixed leases go to the
+// other calls only, and none is counted declined.
+TEST(ReplayTest, ASessionsLastCallLeavesNoLease) {
+  ClusterConfig c = LoadClusterConfig(kRoot + "/configs/tp4-two-workers.toml");
+  const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
+  Trace trace = ReadTraceFile(kRoot + "/traces/router-120.jsonl");
+  const ReplayResult plain = RunReplay("plain", c, profiles, trace, {});
+  std::map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < trace.calls.size(); ++i) {
+    auto [it, fresh] = last.emplace(trace.calls[i].session_id, i);
+    if (!fresh && trace.calls[i].call_index > trace.calls[it->second].call_index) it->second = i;
+  }
+  for (const auto& [session, i] : last) trace.calls[i].session_end = true;
+  const ReplayResult ended = RunReplay("ended", c, profiles, trace, {});
+  EXPECT_EQ(plain.router_counters.leases_installed, 120);
+  EXPECT_EQ(ended.router_counters.leases_installed, 120 - static_cast<std::int64_t>(last.size()));
+  EXPECT_EQ(ended.router_counters.leases_declined, 0);
+  EXPECT_EQ(ended.calls_completed, 120);
+}
+
 // §5.4 on workers that hold one model each: a longer lease sends more
 // continuations back to their last worker, including workers that have
 // switched to another model since and must open theirs again, so
