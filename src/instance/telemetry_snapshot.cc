@@ -89,6 +89,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.host_kv_evicted_blocks = hkvr_.evicted_blocks();
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
   out.session_prefill = config_.pool == Pool::kCold && config_.ablation.sp;
+  out.max_resident = config_.max_resident;
   out.sessions.clear();
   out.sessions_delta = delta;
   out.sessions_base = out.version - 1;

@@ -55,6 +55,7 @@ json TelemetryToJson(const InstanceTelemetry& t) {
           {"host_kv_evicted_blocks", t.host_kv_evicted_blocks},
           {"restore_bytes_per_s", t.restore_bytes_per_s},
           {"session_prefill", t.session_prefill},
+          {"max_resident", t.max_resident},
           {"sessions", sessions}};
 }
 
@@ -83,6 +84,8 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     get(j, "restore_bytes_per_s", t.restore_bytes_per_s);
     // Optional (absent from instances before 2026-11-30): no wait, no SP.
     if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);
+    // Optional (absent before 2026-12-02): no limit.
+    if (j.contains("max_resident")) get(j, "max_resident", t.max_resident);
     field = "models";
     for (const auto& jm : j.at("models")) {
       ModelTelemetry m;

@@ -71,6 +71,9 @@ struct InstanceTelemetry {
   // at the next decode boundary (session-prefill) instead of waiting for a
   // P phase.
   bool session_prefill = false;
+  // The most models it keeps open at once (InstanceConfig::max_resident;
+  // 0: no limit): opening one more closes another.
+  std::int32_t max_resident = 0;
   // Sessions whose prefix this instance holds, by session id. In a delta
   // snapshot (sessions_delta), only the sessions whose entry changed since
   // the snapshot numbered sessions_base, a kMissing entry meaning "no longer

@@ -288,6 +288,31 @@ TEST_F(RouterTest, ReplicaRuleAcceptsAndRejectsAroundItsThreshold) {
 }
 
 
+// Eq.2 on a full instance: i1 keeps one model open (max_resident 1) and has
+// n open. Opening m there closes n; if n has queued work it opens again at
+// its next slot, so the replica's threshold gains n's full open (10 s):
+// 12 s becomes 22 s. With n idle, closing it costs nothing more.
+TEST_F(RouterTest, AReplicaThatClosesABusyModelPaysItsReopen) {
+  RouterOptions o;
+  o.replica_penalty_s = 2.0;
+  o.hbm_price_s_per_gib = 0.0;
+  for (const double n_work : {0.0, 3.0}) {
+    for (const double queue : {12.5, 22.5}) {
+      SCOPED_TRACE(::testing::Message() << "n's work " << n_work << ", queue " << queue);
+      auto r = Make(o);
+      r->OnTelemetry(0, Snap(++version_, 0, queue, /*m_resident=*/true), AtSeconds(0));
+      InstanceTelemetry full = Snap(++version_, 0, 0, /*m_resident=*/false, /*n_resident=*/true);
+      full.max_resident = 1;
+      full.models[1].queued_work_s = n_work;
+      r->OnTelemetry(1, full, AtSeconds(0));
+      const bool opens = queue > (n_work > 0 ? 22.0 : 12.0);
+      const RouteDecision d = r->Route(Req("s", false), AtSeconds(0.1));
+      EXPECT_EQ(d.instance, opens ? 1 : 0);
+      EXPECT_EQ(d.opens_replica, opens);
+    }
+  }
+}
+
 // A new replica on i0 that costs exactly what the resident i1 does wins the
 // tie by its lower index, as resident candidates do among themselves (Eq.2
 // is decided after the cheapest resident one is known, so the two kinds of
