@@ -86,13 +86,14 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
   if (t.max_resident > 0) {
     std::int32_t open = 0;
     double cheapest = kInf;
+    bool all_busy = true;  // an idle open model would close instead, for free
     for (const ModelTelemetry& mt : t.models) {
       if (!mt.resident) continue;
       ++open;
-      cheapest = mt.queued_work_s > 0 ? std::min(cheapest, mt.full_open_s) : 0.0;
-      if (cheapest == 0) break;  // an idle open model closes instead, for free
+      all_busy = all_busy && mt.queued_work_s > 0;
+      cheapest = std::min(cheapest, mt.full_open_s);
     }
-    if (open >= t.max_resident && cheapest < kInf) forced_reopen_s = cheapest;
+    if (open >= t.max_resident && all_busy) forced_reopen_s = cheapest;
   }
   for (std::size_t position = 0; position < t.models.size(); ++position) {
     const ModelTelemetry& mt = t.models[position];

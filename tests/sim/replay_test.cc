@@ -165,15 +165,11 @@ TEST(ReplayTest, ASessionsLastCallLeavesNoLease) {
   const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
   Trace trace = ReadTraceFile(kRoot + "/traces/router-120.jsonl");
   const ReplayResult plain = RunReplay("plain", c, profiles, trace, {});
-  std::map<std::string, std::size_t> last;
-  for (std::size_t i = 0; i < trace.calls.size(); ++i) {
-    auto [it, fresh] = last.emplace(trace.calls[i].session_id, i);
-    if (!fresh && trace.calls[i].call_index > trace.calls[it->second].call_index) it->second = i;
-  }
-  for (const auto& [session, i] : last) trace.calls[i].session_end = true;
+  const std::vector<SessionCalls> sessions = GroupSessions(trace);
+  for (const SessionCalls& s : sessions) trace.calls[s.calls.back()].session_end = true;
   const ReplayResult ended = RunReplay("ended", c, profiles, trace, {});
   EXPECT_EQ(plain.router_counters.leases_installed, 120);
-  EXPECT_EQ(ended.router_counters.leases_installed, 120 - static_cast<std::int64_t>(last.size()));
+  EXPECT_EQ(ended.router_counters.leases_installed, 120 - static_cast<std::int64_t>(sessions.size()));
   EXPECT_EQ(ended.router_counters.leases_declined, 0);
   EXPECT_EQ(ended.calls_completed, 120);
 }
