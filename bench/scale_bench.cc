@@ -41,7 +41,7 @@ void BM_ClusterReplay(benchmark::State& state) {
   state.SetItemsProcessed(calls);
   state.counters["calls"] = static_cast<double>(trace.calls.size());
 }
-BENCHMARK(BM_ClusterReplay)->Args({8, 200})->Args({32, 500})->Args({64, 2000})->Args({256, 8000})->Args({1024, 20000})->Args({1024, 100000})->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_ClusterReplay)->Args({8, 200})->Args({32, 500})->Args({64, 2000})->Args({256, 8000})->Args({1024, 20000})->Args({1024, 100000})->Args({4096, 400000})->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
 }  // namespace talaria

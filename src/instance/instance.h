@@ -370,6 +370,13 @@ class Instance {
   // Makes `m` resident and returns its full-open time (0 if it was). At a
   // switch (`switching`) the outgoing model may be closed even with work.
   double OpenModel(Model& m, bool switching);
+  // The open model that opening `m` closes first when that takes it over
+  // max_resident (null when it does not, or when nothing may close).
+  Model* CloseVictim(const Model& m, bool switching) const;
+  // Eq.2's reopen that opening `m` at a switch forces now: the full open of
+  // the model it closes when that one has work (its next slot opens it
+  // again); 0 when `m` is open or its open closes nothing busy.
+  double ForcedReopenSeconds(const Model& m) const;
   void TrackHbm();
 
   InstanceConfig config_;

@@ -26,31 +26,40 @@ double Instance::OpenModel(Model& m, bool switching) {
   // fit, opening a model at every switch. Outside a switch (an operator's
   // open) the active model and models with work stay open, over the limit
   // for now.
-  const auto n = static_cast<std::int32_t>(models_.size());
-  const auto slots_until = [&](const Model& other) { return (other.id - m.id + n) % n; };
-  std::int32_t open = 0;
-  for (const auto& other : models_) open += other->resident;
-  while (config_.max_resident > 0 && open > config_.max_resident) {
-    Model* victim = nullptr;
-    bool victim_idle = false;
-    for (auto& other : models_) {
-      if (!other->resident || other.get() == &m) continue;
-      const bool idle = !HasWork(*other) && (switching || other->id != active_);
-      if (!idle && !switching) continue;
-      const bool better = victim == nullptr || (idle && !victim_idle) ||
-                          (idle == victim_idle && (idle ? other->last_active < victim->last_active
-                                                        : slots_until(*other) > slots_until(*victim)));
-      if (better) {
-        victim = other.get();
-        victim_idle = idle;
-      }
-    }
-    if (victim == nullptr) break;  // every open model has work: over the limit for now
+  while (Model* victim = CloseVictim(m, switching)) {
     victim->resident = false;
     ++counters_.model_closes;
-    --open;
   }
   return m.full_open_s;
+}
+
+Instance::Model* Instance::CloseVictim(const Model& m, bool switching) const {
+  std::int32_t open = m.resident ? 0 : 1;  // `m` counts as open
+  for (const auto& other : models_) open += other->resident;
+  if (config_.max_resident <= 0 || open <= config_.max_resident) return nullptr;
+  const auto n = static_cast<std::int32_t>(models_.size());
+  const auto slots_until = [&](const Model& other) { return (other.id - m.id + n) % n; };
+  Model* victim = nullptr;
+  bool victim_idle = false;
+  for (const auto& other : models_) {
+    if (!other->resident || other.get() == &m) continue;
+    const bool idle = !HasWork(*other) && (switching || other->id != active_);
+    if (!idle && !switching) continue;
+    const bool better = victim == nullptr || (idle && !victim_idle) ||
+                        (idle == victim_idle && (idle ? other->last_active < victim->last_active
+                                                      : slots_until(*other) > slots_until(*victim)));
+    if (better) {
+      victim = other.get();
+      victim_idle = idle;
+    }
+  }
+  return victim;  // null: every open model has work, over the limit for now
+}
+
+double Instance::ForcedReopenSeconds(const Model& m) const {
+  if (m.resident) return 0;
+  const Model* victim = CloseVictim(m, /*switching=*/true);
+  return victim != nullptr && HasWork(*victim) ? victim->full_open_s : 0;
 }
 
 Instance::AdminResult Instance::AdminOpen(const std::string& model) {

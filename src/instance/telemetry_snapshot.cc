@@ -64,6 +64,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
     t.queued_work_s = work;
     t.switch_in_s = t.active ? 0.0 : m.switch_in_estimate_s;
     t.full_open_s = m.full_open_s;
+    t.forced_reopen_s = ForcedReopenSeconds(m);
     t.prefill_scale = m.prefill_scale;
     t.decode_scale = m.decode_scale;
     t.weight_bytes_per_rank = m.profile->weight_bytes_per_rank;
@@ -89,7 +90,6 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.host_kv_evicted_blocks = hkvr_.evicted_blocks();
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
   out.session_prefill = config_.pool == Pool::kCold && config_.ablation.sp;
-  out.max_resident = config_.max_resident;
   out.sessions.clear();
   out.sessions_delta = delta;
   out.sessions_base = out.version - 1;

@@ -78,23 +78,6 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
   const double slack_fraction = total > 0 ? std::min(1.0, static_cast<double>(t.staging_slack_bytes) / total) : 1.0;
   const double mu = options.hbm_price_s_per_gib * (1.0 + kv_used_fraction) * (2.0 - slack_fraction);
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  // Eq.2's T_swap when the instance is full: opening one more model closes
-  // another, and if every open model has queued work the one closed opens
-  // again at its next slot, so a new replica there costs that reopen too
-  // (the cheapest such reopen; round order decides which closes).
-  double forced_reopen_s = 0;
-  if (t.max_resident > 0) {
-    std::int32_t open = 0;
-    double cheapest = kInf;
-    bool all_busy = true;  // an idle open model would close instead, for free
-    for (const ModelTelemetry& mt : t.models) {
-      if (!mt.resident) continue;
-      ++open;
-      all_busy = all_busy && mt.queued_work_s > 0;
-      cheapest = std::min(cheapest, mt.full_open_s);
-    }
-    if (open >= t.max_resident && all_busy) forced_reopen_s = cheapest;
-  }
   for (std::size_t position = 0; position < t.models.size(); ++position) {
     const ModelTelemetry& mt = t.models[position];
     const std::int32_t id = SnapshotModel(inst, position, mt.name);
@@ -111,7 +94,9 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
     // Eq.5 applies where the instance reports both a bound and an estimate.
     row.round_bound_s = t.round_bound_s > 0 && t.round_estimate_s > 0 ? t.round_bound_s : kInf;
     row.kv_total_bytes = total > 0 ? total : kInf;
-    row.replica_threshold_s = mt.full_open_s + (mt.resident ? 0.0 : forced_reopen_s) +
+    // Eq.2's T_swap, plus the reopen of a busy model the open would close
+    // on a full instance (the instance's own choice: telemetry.h).
+    row.replica_threshold_s = mt.full_open_s + mt.forced_reopen_s +
                               mu * ToGiB(mt.weight_bytes_per_rank) + options.replica_penalty_s;
     row.prefill_scale = mt.prefill_scale;
     row.decode_scale = mt.decode_scale;

@@ -31,6 +31,7 @@ json TelemetryToJson(const InstanceTelemetry& t) {
                       {"queued_work_s", m.queued_work_s},
                       {"switch_in_s", m.switch_in_s},
                       {"full_open_s", m.full_open_s},
+                      {"forced_reopen_s", m.forced_reopen_s},
                       {"admit_wait_s", m.admit_wait_s},
                       {"prefill_scale", m.prefill_scale},
                       {"decode_scale", m.decode_scale},
@@ -55,7 +56,6 @@ json TelemetryToJson(const InstanceTelemetry& t) {
           {"host_kv_evicted_blocks", t.host_kv_evicted_blocks},
           {"restore_bytes_per_s", t.restore_bytes_per_s},
           {"session_prefill", t.session_prefill},
-          {"max_resident", t.max_resident},
           {"sessions", sessions}};
 }
 
@@ -84,8 +84,6 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     get(j, "restore_bytes_per_s", t.restore_bytes_per_s);
     // Optional (absent from instances before 2026-11-30): no wait, no SP.
     if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);
-    // Optional (absent before 2026-12-02): no limit.
-    if (j.contains("max_resident")) get(j, "max_resident", t.max_resident);
     field = "models";
     for (const auto& jm : j.at("models")) {
       ModelTelemetry m;
@@ -99,6 +97,8 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
       get(jm, "queued_work_s", m.queued_work_s, "models[].");
       get(jm, "switch_in_s", m.switch_in_s, "models[].");
       get(jm, "full_open_s", m.full_open_s, "models[].");
+      // Optional (absent before 2026-12-03): an open closes nothing busy.
+      if (jm.contains("forced_reopen_s")) get(jm, "forced_reopen_s", m.forced_reopen_s, "models[].");
       if (jm.contains("admit_wait_s")) get(jm, "admit_wait_s", m.admit_wait_s, "models[].");
       get(jm, "prefill_scale", m.prefill_scale, "models[].");
       get(jm, "decode_scale", m.decode_scale, "models[].");

@@ -30,6 +30,11 @@ struct ModelTelemetry {
   double queued_work_s = 0;   // predicted prefill + decode of its queue
   double switch_in_s = 0;     // advertised switch cost into it (EWMA of measured)
   double full_open_s = 0;     // opening it from storage when not resident
+  // Opening it here now would close a model with work (the instance keeps
+  // at most max_resident open; its own choice of which closes): that
+  // model's full_open_s, paid again at its next slot. 0 when it is open or
+  // its open closes nothing busy.
+  double forced_reopen_s = 0;
   // Predicted seconds from taken_at until a prefill phase of this model
   // could admit a new call: 0 while its P phase is open or next, else the
   // rest of the active slot and the slots of the models with work ahead of
@@ -71,9 +76,6 @@ struct InstanceTelemetry {
   // at the next decode boundary (session-prefill) instead of waiting for a
   // P phase.
   bool session_prefill = false;
-  // The most models it keeps open at once (InstanceConfig::max_resident;
-  // 0: no limit): opening one more closes another.
-  std::int32_t max_resident = 0;
   // Sessions whose prefix this instance holds, by session id. In a delta
   // snapshot (sessions_delta), only the sessions whose entry changed since
   // the snapshot numbered sessions_base, a kMissing entry meaning "no longer

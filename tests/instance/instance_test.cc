@@ -325,6 +325,46 @@ TEST(ColdInstanceTest, ThreeModelsInRoomForTwoOpenAtEveryOtherSwitch) {
   EXPECT_TRUE(h.Done("x0"));
 }
 
+// What opening a closed model would force, as telemetry reports it for
+// Eq.2: on an instance with room for two (m and n open, o closed), o's open
+// closes the open model whose next slot comes last (n: after o comes m), so
+// while n has work o's forced reopen is n's full open (16 GiB at 8 GiB/s:
+// 2 s), not the cheaper m's. An idle open model closes instead, for free.
+TEST(InstanceTelemetryTest, ReportsTheReopenAnOpenWouldForce) {
+  for (const bool n_busy : {true, false}) {
+    SCOPED_TRACE(n_busy);
+    ProfileSet set;
+    set.Add(testing::TinyProfile("m"));
+    ModelProfile big = testing::TinyProfile("n");
+    big.weight_bytes_per_rank = 16 * kGiB;
+    set.Add(big);
+    set.Add(testing::TinyProfile("o"));
+    InstanceConfig c = Cold({"m", "n", "o"});
+    c.resident = {"m", "n"};
+    c.max_resident = 2;
+    Instance inst(c, set);
+    inst.Warmup("m", TimePoint{});
+    std::int64_t id = 0;
+    for (const char* model : {"m", "n"}) {
+      if (std::string(model) == "n" && !n_busy) continue;
+      CallRequest call;
+      call.id = id++;
+      call.session_id = std::string("s-") + model;
+      call.model = model;
+      call.prompt_tokens = 100;
+      call.output_tokens = 10;
+      inst.Enqueue(call, TimePoint{});
+    }
+    InstanceTelemetry t;
+    inst.Snapshot(AtSeconds(0), t);
+    ASSERT_EQ(t.models.size(), 3u);
+    EXPECT_EQ(t.models[0].forced_reopen_s, 0.0);  // open
+    EXPECT_EQ(t.models[1].forced_reopen_s, 0.0);
+    EXPECT_DOUBLE_EQ(t.models[2].forced_reopen_s, n_busy ? t.models[1].full_open_s : 0.0);
+    EXPECT_GT(t.models[1].full_open_s, t.models[0].full_open_s);
+  }
+}
+
 // A decode step advances every decoding call; calls that end in the same
 // step finish in admission order (b before d, although a's finish moved d
 // ahead of b in the batch's dense array), each call's token reports rise by

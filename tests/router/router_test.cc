@@ -288,10 +288,10 @@ TEST_F(RouterTest, ReplicaRuleAcceptsAndRejectsAroundItsThreshold) {
 }
 
 
-// Eq.2 on a full instance: i1 keeps one model open (max_resident 1) and has
-// n open. Opening m there closes n; if n has queued work it opens again at
-// its next slot, so the replica's threshold gains n's full open (10 s):
-// 12 s becomes 22 s. With n idle, closing it costs nothing more.
+// Eq.2 on a full instance: i1 has n open and says opening m there would
+// close n while n has work (forced_reopen_s, n's full open: 10 s), so the
+// replica's threshold gains it: 12 s becomes 22 s. With nothing busy to
+// close (0), it stays 12 s.
 TEST_F(RouterTest, AReplicaThatClosesABusyModelPaysItsReopen) {
   RouterOptions o;
   o.replica_penalty_s = 2.0;
@@ -302,8 +302,8 @@ TEST_F(RouterTest, AReplicaThatClosesABusyModelPaysItsReopen) {
       auto r = Make(o);
       r->OnTelemetry(0, Snap(++version_, 0, queue, /*m_resident=*/true), AtSeconds(0));
       InstanceTelemetry full = Snap(++version_, 0, 0, /*m_resident=*/false, /*n_resident=*/true);
-      full.max_resident = 1;
       full.models[1].queued_work_s = n_work;
+      full.models[0].forced_reopen_s = n_work > 0 ? 10.0 : 0.0;
       r->OnTelemetry(1, full, AtSeconds(0));
       const bool opens = queue > (n_work > 0 ? 22.0 : 12.0);
       const RouteDecision d = r->Route(Req("s", false), AtSeconds(0.1));

@@ -390,7 +390,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   m.admit_wait_s = 4.5;
   t.models.push_back(m);
   t.session_prefill = true;
-  t.max_resident = 2;
+  t.models[0].forced_reopen_s = 13.5;
   t.sessions.emplace("s", CachedPrefix{"a", KvState::kHost, 640});
   std::string error;
   const auto back = TelemetryFromJson(TelemetryToJson(t), error);
@@ -401,7 +401,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   EXPECT_DOUBLE_EQ(back->models[0].switch_in_s, 0.2);
   EXPECT_DOUBLE_EQ(back->models[0].admit_wait_s, 4.5);
   EXPECT_TRUE(back->session_prefill);
-  EXPECT_EQ(back->max_resident, 2);
+  EXPECT_DOUBLE_EQ(back->models[0].forced_reopen_s, 13.5);
   EXPECT_EQ(back->sessions.at("s").state, KvState::kHost);
   EXPECT_EQ(back->sessions.at("s").tokens, 640);
 
@@ -409,12 +409,12 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   json j = TelemetryToJson(t);
   j["models"][0].erase("admit_wait_s");
   j.erase("session_prefill");
-  j.erase("max_resident");
+  j["models"][0].erase("forced_reopen_s");
   const auto old = TelemetryFromJson(j, error);
   ASSERT_TRUE(old.has_value()) << error;
   EXPECT_EQ(old->models[0].admit_wait_s, 0.0);
   EXPECT_FALSE(old->session_prefill);
-  EXPECT_EQ(old->max_resident, 0);  // no limit
+  EXPECT_EQ(old->models[0].forced_reopen_s, 0.0);  // its open closes nothing busy
 
   j = TelemetryToJson(t);
   j["models"][0].erase("queued");
