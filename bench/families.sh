@@ -2,7 +2,8 @@
 # hint-matrix.sh): the setting they share and the workload families' traces.
 # Expects to run from the repository root; sets B (the binary, $TALARIA or
 # build/talaria), OUT (created; $OUT or the given default), SEED ($SEED or
-# 1) and FAMILIES.
+# 1) and FAMILIES. REPLAY_FLAGS, when set, is passed to every replay (for
+# example REPLAY_FLAGS=--lease-replica-check).
 #   source bench/families.sh build/policy-matrix
 B=${TALARIA:-build/talaria}
 OUT=${OUT:-$1}

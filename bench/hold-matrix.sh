@@ -18,10 +18,10 @@ run() {  # name cluster trace extra...
   local name=$1 cluster=$2 trace=$3
   shift 3
   for hold in fixed none adaptive; do
-    "$B" replay -q --cluster "$cluster" --trace "$trace" --ablations talaria --hold "$hold" --load all \
+    "$B" replay ${REPLAY_FLAGS:-} -q --cluster "$cluster" --trace "$trace" --ablations talaria --hold "$hold" --load all \
         --gap-cap 300 --json "$OUT/$name-$hold.json" "$@"
   done
-  "$B" replay -q --cluster "$cluster" --trace "$trace" --ablations no-sp --load all --gap-cap 300 \
+  "$B" replay ${REPLAY_FLAGS:-} -q --cluster "$cluster" --trace "$trace" --ablations no-sp --load all --gap-cap 300 \
       --json "$OUT/$name-nosp.json" "$@"
 }
 names=()

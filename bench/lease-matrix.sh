@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 source bench/families.sh build/lease-matrix
 for f in $FAMILIES; do
   gen_family "$f"
-  "$B" replay -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
+  "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
       --router full --load all --gap-cap 300 --lease-sweep 0,0.5,1,2,5 --json "$OUT/$f-fixed.json"
-  "$B" replay -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
+  "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
       --router full --load all --gap-cap 300 --lease adaptive --lease-sweep 1,5 --json "$OUT/$f-adaptive.json"
 done
 python3 - "$OUT" $FAMILIES <<'PY'

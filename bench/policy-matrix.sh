@@ -17,9 +17,9 @@ cd "$(dirname "$0")/.."
 source bench/families.sh build/policy-matrix
 for f in $FAMILIES; do
   gen_family "$f"
-  "$B" replay -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
+  "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
       --router all --load all --gap-cap 300 --json "$OUT/$f-tp4.json"
-  "$B" replay -q --cluster configs/tp8-three-models.toml --trace "$OUT/$f-tp8.jsonl" --ablations all \
+  "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp8-three-models.toml --trace "$OUT/$f-tp8.jsonl" --ablations all \
       --load all --gap-cap 300 --json "$OUT/$f-tp8.json"
 done
 python3 - "$OUT" $FAMILIES <<'PY'

@@ -39,6 +39,7 @@ struct ReplayArgs {
   double time_scale = 1.0;
   std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
   std::string lease;  // "", "fixed" or "adaptive": the [router] lease
+  bool lease_replica_check = false;  // sets the [router] lease_replica_check
   std::string report;  // write an HTML report here (talaria report) after the runs
   std::string hints = "trace";  // agent hints (driver/agent_hints.h)
 };
@@ -176,6 +177,7 @@ void RunReplayCommand(const ReplayArgs& a) {
     }
   }
   if (!a.lease.empty()) cluster.router.lease = a.lease == "adaptive" ? LeasePolicy::kAdaptive : LeasePolicy::kFixed;
+  if (a.lease_replica_check) cluster.router.lease_replica_check = true;
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   const Trace trace = ReadTraceWithHints(a);
   const auto names = ParseAblations(a.ablations);
@@ -312,6 +314,10 @@ void AddReplayCommand(CLI::App& app) {
                   "time is the replayed gap to its session's next call; the last call says it ends the session) or "
                   "noisy:F (exact times a factor log-uniform in [1/F, F]); slot holds and the router's leases read them")
       ->capture_default_str();
+  cmd->add_flag("--lease-replica-check", args->lease_replica_check,
+               "discard a lease whose honouring would open its model for that call alone and close a model with "
+               "work there, placing the call by cost (Eq.2) instead; sets the config's [router] "
+               "lease_replica_check (docs/cluster-config.md)");
   cmd->add_option("--lease-sweep", args->lease_sweep,
                   "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");
   cmd->add_option("--target", args->target,

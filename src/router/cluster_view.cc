@@ -98,6 +98,7 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
     // on a full instance (the instance's own choice: telemetry.h).
     row.replica_threshold_s = mt.full_open_s + mt.forced_reopen_s +
                               mu * ToGiB(mt.weight_bytes_per_rank) + options.replica_penalty_s;
+    row.open_forces_reopen = mt.forced_reopen_s > 0;
     row.prefill_scale = mt.prefill_scale;
     row.decode_scale = mt.decode_scale;
     row.resident = mt.resident;

@@ -65,6 +65,7 @@ struct RankRow {
   Kind kind = Kind::kSkip;
   bool resident = false;
   bool enters_mid_slot = false;  // active, with session-prefill: continuations enter mid-slot
+  bool open_forces_reopen = false;  // opening it here closes a model with work (forced_reopen_s > 0)
 };
 
 // What every decision reads of an instance, kept in one dense array (24

@@ -2,6 +2,18 @@
 
 namespace talaria {
 
+namespace {
+
+// Honouring a lease to `instance` would open the call's model there for it
+// alone (closed, no work of its own there) and close a model with work.
+bool OpensAReplica(const PlacementContext& ctx, std::int32_t instance) {
+  const auto i = static_cast<std::size_t>(instance);
+  const RankRow& row = ctx.view.Rows(ctx.model)[i];
+  return !row.resident && row.open_forces_reopen && ctx.view.Candidates(ctx.model)[i].queued_work_s <= 0;
+}
+
+}  // namespace
+
 PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
   PolicyPick pick;
   // Algorithm 1, lines 1-9: a live lease for this session and model.
@@ -11,7 +23,8 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
     std::int64_t tokens = 0;
     const bool live = lease.expires > ctx.now && lease.model == ctx.model;
     const bool restorable = live && ctx.view.status(lease.instance).healthy &&
-                            CachedState(ctx.view, lease.instance, entry, ctx.model, tokens) != KvState::kMissing;
+                            CachedState(ctx.view, lease.instance, entry, ctx.model, tokens) != KvState::kMissing &&
+                            !(ctx.options.lease_replica_check && OpensAReplica(ctx, lease.instance));
     leases_.Drop(entry);  // consumed or discarded: routing never refreshes it
     if (restorable) {
       ++ctx.counters.leases_consumed;
@@ -21,7 +34,7 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
       return pick;
     }
     if (lease.expires > ctx.now) {
-      ++ctx.counters.leases_discarded;  // wrong model, unhealthy or lost prefix
+      ++ctx.counters.leases_discarded;  // wrong model, unhealthy, lost prefix or a replica open
     } else {
       ++ctx.counters.leases_expired;
     }

@@ -2,8 +2,14 @@
 // with a live lease for its model goes back to the lease's instance if that
 // instance is healthy and still holds the prefix on device or in host KV;
 // the lease is consumed, or else discarded (routing never refreshes one).
-// Otherwise the call is placed by cost (cost_ranking.h). Its completions
-// install the session's successor lease.
+// With RouterOptions::lease_replica_check (off by default), a refinement: a
+// lease whose model is closed at its instance and has no work there would
+// open the model for this call alone, and on a full instance close a model
+// that has work, which then opens again: that is a new replica, which Eq.2
+// decides, so the lease is discarded and cost placement (where the held
+// prefix still counts in Eq.1) picks the instance. Otherwise the call is
+// placed by cost (cost_ranking.h). Its completions install the session's
+// successor lease.
 #pragma once
 
 #include "router/cost_ranking.h"

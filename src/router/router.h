@@ -64,6 +64,12 @@ struct RouterOptions {
   // unlikely to come back soon get short leases or none; never longer than
   // tau. A tool-time hint goes through the same model (ForHint).
   LeasePolicy lease = LeasePolicy::kFixed;
+  // Off (the paper's Algorithm 1): a live lease with its prefix held is
+  // honoured. On: not where honouring it would open the lease's model for
+  // this call alone (closed there, no work of its own there) and close a
+  // model with work (ModelTelemetry::forced_reopen_s): that is a new
+  // replica, so cost placement decides it under Eq.2 (full_router_policy.h).
+  bool lease_replica_check = false;
   // Eq.5 round admission and the KV check filter candidates; off, the router
   // ranks every fresh candidate and never invokes the overload policy.
   bool admission_control = true;

@@ -54,6 +54,8 @@ TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
               HasSubstr(".toml:3: key 'instance[0].state_checkpoints': must be \"doubling\" or \"context_end\""));
   EXPECT_THAT(LoadError("[router]\nlease = \"sometimes\"\n[[instance]]\nmodels = [\"a\"]\n"),
               HasSubstr(".toml:2: key 'router.lease': must be \"fixed\" (lease_tau_s) or \"adaptive\""));
+  EXPECT_THAT(LoadError("[router]\nlease_replica_check = 1\n[[instance]]\nmodels = [\"a\"]\n"),
+              HasSubstr(".toml:2: key 'router.lease_replica_check': must be true or false"));
   EXPECT_THAT(LoadError("profiles = \"p\"\n"), HasSubstr("needs at least one [[instance]]"));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\n[[instance]]\nname = \"instance-0\"\nmodels = [\"b\"]\n"),
               HasSubstr("duplicate instance name"));

@@ -158,6 +158,42 @@ TEST_F(RouterTest, MissingPrefixDiscardsTheLease) {
   EXPECT_TRUE(r->Route(Req("t"), AtSeconds(1.6)).lease_hit);
 }
 
+// lease_replica_check: a lease to an instance where its model is closed
+// and has no work would open the model there for this call alone; when that
+// open closes a model with work (forced_reopen_s > 0) it is a new replica,
+// which Eq.2 decides: the lease is discarded and cost placement picks. With
+// work of its own there (the model opens at its slot anyway), an open that
+// closes nothing busy, or the check off (Algorithm 1), the lease holds.
+TEST_F(RouterTest, ALeaseThatWouldOpenItsModelForItAloneGoesToCostPlacement) {
+  struct Case {
+    bool check;
+    double forced_reopen_s;
+    double m_work_s;
+    bool hit;
+  };
+  for (const Case c : {Case{true, 10, 0, false}, Case{true, 0, 0, true}, Case{true, 10, 3, true},
+                       Case{false, 10, 0, true}}) {
+    SCOPED_TRACE(::testing::Message() << "check " << c.check << ", forced " << c.forced_reopen_s << ", m's work "
+                                      << c.m_work_s);
+    RouterOptions o;
+    o.lease_replica_check = c.check;
+    auto r = Make(o);
+    Feed(*r, 2, 0);
+    r->Route(Req("s", false), AtSeconds(0.1));
+    r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(1.0));
+    r->OnTelemetry(0, Snap(++version_, 1.1), AtSeconds(1.1));
+    InstanceTelemetry closed = Snap(++version_, 1.1, c.m_work_s, /*m_resident=*/false);
+    closed.models[0].forced_reopen_s = c.forced_reopen_s;
+    closed.models[1].queued_work_s = 5;  // n, open, has work
+    closed.sessions["s"] = CachedPrefix{"m", KvState::kHost, 960};
+    r->OnTelemetry(1, closed, AtSeconds(1.1));
+    const RouteDecision d = r->Route(Req("s"), AtSeconds(1.2));
+    EXPECT_EQ(d.lease_hit, c.hit);
+    EXPECT_EQ(d.reason, c.hit ? RouteDecision::Reason::kLease : RouteDecision::Reason::kCost);
+    EXPECT_EQ(r->counters().leases_discarded, c.hit ? 0 : 1);
+  }
+}
+
 // Delta snapshots name only what changed; a session they do not name keeps
 // its place in the index, and a kMissing entry removes it.
 TEST_F(RouterTest, DeltaSnapshotsUpdateOnlyTheSessionsTheyName) {
