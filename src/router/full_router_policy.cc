@@ -22,11 +22,11 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
     const Lease lease = entry.lease;
     std::int64_t tokens = 0;
     const bool live = lease.expires > ctx.now && lease.model == ctx.model;
-    const bool restorable = live && ctx.view.status(lease.instance).healthy &&
+    const bool honoured = live && ctx.view.status(lease.instance).healthy &&
                             CachedState(ctx.view, lease.instance, entry, ctx.model, tokens) != KvState::kMissing &&
                             !(ctx.options.lease_replica_check && OpensAReplica(ctx, lease.instance));
     leases_.Drop(entry);  // consumed or discarded: routing never refreshes it
-    if (restorable) {
+    if (honoured) {
       ++ctx.counters.leases_consumed;
       pick.instance = lease.instance;
       pick.reason = RouteDecision::Reason::kLease;
