@@ -16,16 +16,7 @@ double Instance::OpenModel(Model& m, bool switching) {
   if (m.resident) return 0;
   m.resident = true;
   ++counters_.model_opens;
-  // Over the limit, close the least recently active idle model. At a switch
-  // the outgoing model leaves the GPUs, so when no open model is idle one
-  // with queued work closes too: its weights do not fit beside the new
-  // model's, and its next slot opens it again. Of those, the one whose next
-  // slot comes last in round order (Belady's choice: slots follow the
-  // catalogue's order, so the future is known); least recently active
-  // would be the worst choice in a cycle through more models with work than
-  // fit, opening a model at every switch. Outside a switch (an operator's
-  // open) the active model and models with work stay open, over the limit
-  // for now.
+  // Over the limit, close models until within it (CloseVictim's choice).
   while (Model* victim = CloseVictim(m, switching)) {
     victim->resident = false;
     ++counters_.model_closes;
@@ -34,6 +25,15 @@ double Instance::OpenModel(Model& m, bool switching) {
 }
 
 Instance::Model* Instance::CloseVictim(const Model& m, bool switching) const {
+  // The least recently active idle model. At a switch the outgoing model
+  // leaves the GPUs, so when no open model is idle one with queued work
+  // closes too: its weights do not fit beside the new model's, and its next
+  // slot opens it again. Of those, the one whose next slot comes last in
+  // round order (Belady's choice: slots follow the catalogue's order, so
+  // the future is known); least recently active would be the worst choice
+  // in a cycle through more models with work than fit, opening a model at
+  // every switch. Outside a switch (an operator's open) the active model
+  // and models with work stay open, over the limit for now.
   std::int32_t open = m.resident ? 0 : 1;  // `m` counts as open
   for (const auto& other : models_) open += other->resident;
   if (config_.max_resident <= 0 || open <= config_.max_resident) return nullptr;

@@ -70,6 +70,7 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
   for (auto& per_model : by_model_) {
     per_model[i].serves = false;
     per_model[i].queued_work_s = 0;
+    per_model[i].forced_reopen_s = 0;
   }
   inst.load_s = 0;
   const double total = static_cast<double>(t.kv_total_bytes);
@@ -84,6 +85,7 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
     Candidate& c = by_model_[static_cast<std::size_t>(id)][i];
     c.serves = true;
     c.queued_work_s = mt.queued_work_s;
+    c.forced_reopen_s = mt.forced_reopen_s;
     c.round_estimate_s = t.round_estimate_s;
     // The snapshot's request-independent terms, straight into the row
     // (RefreshRows, at the end of ApplySnapshot, forms the sums).
@@ -98,7 +100,6 @@ void ClusterView::Remap(std::int32_t index, InstanceState& inst, const InstanceT
     // on a full instance (the instance's own choice: telemetry.h).
     row.replica_threshold_s = mt.full_open_s + mt.forced_reopen_s +
                               mu * ToGiB(mt.weight_bytes_per_rank) + options.replica_penalty_s;
-    row.open_forces_reopen = mt.forced_reopen_s > 0;
     row.prefill_scale = mt.prefill_scale;
     row.decode_scale = mt.decode_scale;
     row.resident = mt.resident;

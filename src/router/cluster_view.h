@@ -28,10 +28,12 @@ struct RouterOptions;
 
 // The inputs of a (model, instance) pair's RankRow sums that move between
 // snapshots: the snapshot's queue and round estimate, and what the
-// router's own placements add (overlay_work_s, live_leases).
+// router's own placements add (overlay_work_s, live_leases); and what the
+// lease check reads (forced_reopen_s, full_router_policy.h).
 struct Candidate {
   const ModelProfile* profile = nullptr;
   double queued_work_s = 0;
+  double forced_reopen_s = 0;  // the snapshot's (ModelTelemetry::forced_reopen_s)
   double overlay_work_s = 0;
   double round_estimate_s = 0;
   std::int32_t live_leases = 0;  // this model's on this instance: units held in its next slot
@@ -65,7 +67,6 @@ struct RankRow {
   Kind kind = Kind::kSkip;
   bool resident = false;
   bool enters_mid_slot = false;  // active, with session-prefill: continuations enter mid-slot
-  bool open_forces_reopen = false;  // opening it here closes a model with work (forced_reopen_s > 0)
 };
 
 // What every decision reads of an instance, kept in one dense array (24

@@ -8,8 +8,8 @@ namespace {
 // alone (closed, no work of its own there) and close a model with work.
 bool OpensAReplica(const PlacementContext& ctx, std::int32_t instance) {
   const auto i = static_cast<std::size_t>(instance);
-  const RankRow& row = ctx.view.Rows(ctx.model)[i];
-  return !row.resident && row.open_forces_reopen && ctx.view.Candidates(ctx.model)[i].queued_work_s <= 0;
+  const Candidate& c = ctx.view.Candidates(ctx.model)[i];
+  return !ctx.view.Rows(ctx.model)[i].resident && c.forced_reopen_s > 0 && c.queued_work_s <= 0;
 }
 
 }  // namespace
