@@ -219,7 +219,8 @@ CpuEngine::Call& CpuEngine::CallFor(const SeqRef& seq) {
     slot->output_tokens = seq.output_tokens;
     slot->checkpoint = seq.checkpoint;
   }
-  slot->blocks.assign(seq.blocks.begin(), seq.blocks.end());
+  slot->blocks.clear();
+  if (seq.blocks != nullptr) seq.blocks->AppendIds(slot->blocks);
   return *slot;
 }
 

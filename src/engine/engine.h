@@ -26,7 +26,7 @@ namespace talaria {
 struct SeqRef {
   std::int64_t call_id = -1;
   std::span<const std::int32_t> prompt;  // the prompt's token ids (empty when the caller has none)
-  std::span<const BlockId> blocks;       // its KV blocks in the active model's pool, in context order
+  const BlockList* blocks = nullptr;     // its KV blocks in the active model's pool, in context order
   std::int64_t output_tokens = 0;        // tokens the call generates in all
   bool checkpoint = false;               // keep its context KV in host memory when it finishes (HKVR)
 };

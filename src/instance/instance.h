@@ -312,7 +312,7 @@ class Instance {
   bool PlanDecode(TimePoint now, TimePoint horizon);
   bool PlanSwitch(TimePoint now, std::int32_t target);
   bool Admit(Request& r, TimePoint now, PrefillItem& item);
-  bool AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep);
+  bool AllocateBlocks(std::int32_t n, BlockList& out, const Session* keep);
   void ReleaseModelKv(Model& m, TimePoint now, Duration& drain);
   void Finish(Request& r, TimePoint now, InstanceEvents& events);
   SeqRef Seq(const Request& r) const;
@@ -398,7 +398,7 @@ class Instance {
   std::vector<Request*> batch_;          // requests of the planned prefill step
   std::vector<PrefillItem> items_;       // and their items
   std::vector<SeqRef> decode_seqs_;      // the planned decode step's calls
-  std::vector<BlockId> scratch_blocks_;
+  BlockList scratch_blocks_;
   std::vector<std::int32_t> state_points_;  // InteriorStatePoints' output, reused
   TimePoint step_start_;
 

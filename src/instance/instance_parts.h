@@ -100,7 +100,7 @@ struct Instance::Request {
   TimePoint admitted;
   TimePoint first_token;
   Duration queued_prefill{};  // its predicted prefill, counted in its model's while queued
-  std::vector<BlockId> blocks;
+  BlockList blocks;
   KvSource source = KvSource::kRecompute;
   AdmitPath path = AdmitPath::kPrefill;
   std::int64_t reused = 0;

@@ -92,7 +92,7 @@ Instance::Reuse Instance::FindReuse(const Request& r) {
   const auto chain = r.prompt_chain(config_.block_tokens);
   if (const Session* s = FindSession(r); s != nullptr && s->model == active_ && !s->blocks.empty() && !s->busy) {
     const std::int32_t common =
-        std::min<std::int32_t>(CommonBlocks(chain, s->chain), static_cast<std::int32_t>(s->blocks.size()));
+        std::min<std::int32_t>(CommonBlocks(chain, s->chain), s->blocks.size());
     if (DeviceReusable(r)) u.device = common;
     else if (common > 0) u.declined = true;
   }
@@ -109,7 +109,7 @@ bool Instance::SpEligible(const Request& r) {
   return u.device > 0 || u.host > 0;
 }
 
-bool Instance::AllocateBlocks(std::int32_t n, std::vector<BlockId>& out, const Session* keep) {
+bool Instance::AllocateBlocks(std::int32_t n, BlockList& out, const Session* keep) {
   while (!pool_.Allocate(n, out)) {
     // Evict the least recently used idle session's device KV (it stays
     // host-restorable if HKVR checkpointed it).
@@ -156,14 +156,14 @@ bool Instance::Admit(Request& r, TimePoint now, PrefillItem& item) {
                      m.recurrent_blocks;
   // Keep the matched device blocks (radix sharing), free the rest.
   if (!s.blocks.empty()) {
-    pool_.Free(std::span(s.blocks).subspan(static_cast<std::size_t>(device)));
-    s.blocks.resize(static_cast<std::size_t>(device));
+    pool_.Free(s.blocks, device);
+    s.blocks.Truncate(device);
   }
   scratch_blocks_.clear();
   if (!AllocateBlocks(total - device, scratch_blocks_, &s)) return false;
   stager_.OnAllocated(scratch_blocks_, pool_);
   r.blocks = std::move(s.blocks);
-  r.blocks.insert(r.blocks.end(), scratch_blocks_.begin(), scratch_blocks_.end());
+  r.blocks.Append(scratch_blocks_);
   s.blocks.clear();
   sessions_.TrackDevice(s);
   s.busy = true;

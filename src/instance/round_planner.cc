@@ -180,7 +180,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
 }
 
 SeqRef Instance::Seq(const Request& r) const {
-  return SeqRef{r.call.id, r.call.prompt_ids, r.blocks, r.call.output_tokens, config_.ablation.hkvr};
+  return SeqRef{r.call.id, r.call.prompt_ids, &r.blocks, r.call.output_tokens, config_.ablation.hkvr};
 }
 
 std::int64_t Instance::Generated(const Request& r) const {

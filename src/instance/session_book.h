@@ -35,7 +35,7 @@ struct InstanceSession {
   std::int32_t model = -1;  // model whose device KV `blocks` hold
   std::vector<PrefixHash> chain;
   PrefixHash partial = 0;  // a hybrid context's partial last block, checkpointed with the chain (0: none)
-  std::vector<BlockId> blocks;
+  BlockList blocks;
   bool busy = false;
   TimePoint last_use;
   // Its gaps between a call finishing and the next arriving (adaptive

@@ -20,67 +20,81 @@ void KvPool::Format(Region region, std::int64_t block_bytes) {
   ClearSkip();
 }
 
-bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
+bool KvPool::Allocate(std::int32_t n, BlockList& out) {
   if (n <= 0) return true;
   if (free_ < n) return false;
   if (skip_begin_ < skip_end_ && free_ - FreeIn(skip_begin_, skip_end_) < n) return false;
   while (low_word_ < bits_.size() && bits_[low_word_] == 0) ++low_word_;
-  // Enough blocks are free outside the skip range, so this fills all n.
-  const std::size_t start = out.size();
-  out.resize(start + static_cast<std::size_t>(n));
-  BlockId* dst = out.data() + start;
+  // Enough blocks are free outside the skip range, so this fills all n:
+  // lowest first, a run of free bits at a time.
   std::int32_t got = 0;
   for (std::size_t w = low_word_; w < bits_.size() && got < n; ++w) {
-    std::uint64_t word = bits_[w];
-    if (word == 0) continue;
+    std::uint64_t usable = bits_[w];
+    if (usable == 0) continue;
     top_word_ = std::max(top_word_, w);
     const auto base = static_cast<BlockId>(w * 64);
-    if (word == ~std::uint64_t{0} && n - got >= 64 && (base + 64 <= skip_begin_ || base >= skip_end_)) {
-      std::iota(dst + got, dst + got + 64, base);  // a whole free word
-      bits_[w] = 0;
-      got += 64;
-      continue;
+    if (base < skip_end_ && base + 64 > skip_begin_) {  // the skip range's bits are not handed out
+      const int lo = std::max<BlockId>(skip_begin_ - base, 0);
+      const int hi = std::min<BlockId>(skip_end_ - base, 64);
+      usable &= ~(Bits(hi) & ~Bits(lo));
     }
-    while (word != 0 && got < n) {
-      const BlockId id = base + std::countr_zero(word);
-      word &= word - 1;
-      if (id >= skip_begin_ && id < skip_end_) continue;
-      bits_[w] &= ~(std::uint64_t{1} << (id & 63));
-      dst[got++] = id;
+    while (usable != 0 && got < n) {
+      const int lo = std::countr_zero(usable);
+      const int len = std::min(std::countr_one(usable >> lo), n - got);
+      const std::uint64_t run = Bits(lo + len) & ~Bits(lo);
+      bits_[w] &= ~run;
+      usable &= ~run;
+      out.Append(base + lo, len);
+      got += len;
     }
   }
   free_ -= n;
   return true;
 }
 
-template <typename F>
-void KvPool::ForEachWord(BlockId begin, BlockId end, F f) const {
+bool KvPool::Allocate(std::int32_t n, std::vector<BlockId>& out) {
+  BlockList taken;
+  if (!Allocate(n, taken)) return false;
+  taken.AppendIds(out);
+  return true;
+}
+
+template <typename Self, typename F>
+void KvPool::ForEachWord(Self& self, BlockId begin, BlockId end, F f) {
   for (BlockId b = begin; b < end;) {
     const auto offset = static_cast<int>(b & 63);
     const BlockId n = std::min<BlockId>(64 - offset, end - b);
-    const std::uint64_t mask = (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1) << offset;
-    if (!f(bits_[static_cast<std::size_t>(b >> 6)], mask)) return;
+    if (!f(self.bits_[static_cast<std::size_t>(b >> 6)], Bits(n) << offset)) return;
     b += n;
   }
 }
 
 std::int32_t KvPool::FreeIn(BlockId begin, BlockId end) const {
   std::int32_t k = 0;
-  ForEachWord(begin, end, [&](std::uint64_t word, std::uint64_t mask) {
+  ForEachWord(*this, begin, end, [&](std::uint64_t word, std::uint64_t mask) {
     k += std::popcount(word & mask);
     return true;
   });
   return k;
 }
 
+void KvPool::FreeRun(BlockRun run) {
+  TALARIA_CHECK(run.first >= 0 && run.count >= 0 && run.end() <= total_, "freeing a block that is not allocated");
+  ForEachWord(*this, run.first, run.end(), [&](std::uint64_t& word, std::uint64_t mask) {
+    TALARIA_CHECK((word & mask) == 0, "freeing a block that is not allocated");
+    word |= mask;
+    return true;
+  });
+  if (run.count > 0) low_word_ = std::min(low_word_, static_cast<std::size_t>(run.first >> 6));
+  free_ += run.count;
+}
+
+void KvPool::Free(const BlockList& blocks, std::int32_t from) {
+  blocks.ForEachRunFrom(from, [&](BlockRun run) { FreeRun(run); });
+}
+
 void KvPool::Free(std::span<const BlockId> blocks) {
-  for (BlockId id : blocks) {
-    TALARIA_CHECK(id >= 0 && id < total_ && !IsFree(id), "freeing a block that is not allocated");
-    const auto w = static_cast<std::size_t>(id >> 6);
-    bits_[w] |= std::uint64_t{1} << (id & 63);
-    low_word_ = std::min(low_word_, w);
-  }
-  free_ += static_cast<std::int32_t>(blocks.size());
+  for (BlockId id : blocks) FreeRun(BlockRun{id, 1});
 }
 
 void KvPool::SetSkip(Region r) {
@@ -111,7 +125,7 @@ bool KvPool::AnyAllocatedIn(Region r) const {
   const std::int64_t hi = std::min<std::int64_t>(
       total_, (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_);
   bool any = false;
-  ForEachWord(static_cast<BlockId>(lo), static_cast<BlockId>(hi), [&](std::uint64_t word, std::uint64_t mask) {
+  ForEachWord(*this, static_cast<BlockId>(lo), static_cast<BlockId>(hi), [&](std::uint64_t word, std::uint64_t mask) {
     any = (~word & mask) != 0;
     return !any;
   });

@@ -5,18 +5,17 @@
 // A skip range excludes the rows of a staging chunk while it is being
 // written, so no KV block lands on half-written weights. Offsets only.
 // Allocation does not allocate memory per call beyond the caller's output
-// vector. Not synchronized.
+// list (a run of blocks at a time). Not synchronized.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "memory/block_list.h"
 #include "memory/region.h"
 
 namespace talaria {
-
-using BlockId = std::int32_t;
 
 class KvPool {
  public:
@@ -26,7 +25,10 @@ class KvPool {
   // Appends `n` free blocks, lowest addresses first, to `out`. All or
   // nothing: false (and `out` unchanged) when fewer than n are available
   // outside the skip range.
+  bool Allocate(std::int32_t n, BlockList& out);
   bool Allocate(std::int32_t n, std::vector<BlockId>& out);
+  // Frees blocks [from, size()) of `blocks`.
+  void Free(const BlockList& blocks, std::int32_t from = 0);
   void Free(std::span<const BlockId> blocks);
 
   // Blocks overlapping `r` are not handed out until ClearSkip().
@@ -53,10 +55,14 @@ class KvPool {
   bool IsFree(BlockId id) const { return (bits_[id >> 6] >> (id & 63)) & 1; }
   // Free blocks in [begin, end).
   std::int32_t FreeIn(BlockId begin, BlockId end) const;
+  // The low n bits of a word (n in [0, 64]).
+  static std::uint64_t Bits(int n) { return n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1; }
+  void FreeRun(BlockRun run);
   // Calls f(word, mask) for each word of the free map overlapping blocks
-  // [begin, end), mask selecting those blocks' bits, until it returns false.
-  template <typename F>
-  void ForEachWord(BlockId begin, BlockId end, F f) const;
+  // [begin, end), mask selecting those blocks' bits, until it returns false
+  // (the word by reference, const exactly when `self` is).
+  template <typename Self, typename F>
+  static void ForEachWord(Self& self, BlockId begin, BlockId end, F f);
 
   Region region_;
   std::int64_t block_bytes_ = 0;

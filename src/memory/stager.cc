@@ -59,19 +59,26 @@ void Stager::AdvanceTo(TimePoint now, KvPool& pool) {
 }
 
 void Stager::OnAllocated(std::span<const BlockId> blocks, const KvPool& pool) {
+  for (BlockId b : blocks) DirtyOverlapping(pool.BlockRange(b));
+}
+
+void Stager::OnAllocated(const BlockList& blocks, const KvPool& pool) {
+  for (const BlockRun& run : blocks.runs()) {  // a run's blocks tile one byte range
+    DirtyOverlapping(Region{pool.BlockRange(run.first).begin, pool.BlockRange(run.end() - 1).end});
+  }
+}
+
+void Stager::DirtyOverlapping(Region br) {
   if (states_.empty()) return;
-  for (BlockId b : blocks) {
-    const Region br = pool.BlockRange(b);
-    if (br.end <= region_.end - weight_bytes_) continue;  // below every chunk
-    // Chunk index from the top: chunk i covers (end - (i+1)C, end - iC].
-    const auto first = static_cast<std::size_t>(std::max<std::int64_t>(0, (region_.end - br.end) / chunk_bytes_));
-    for (std::size_t i = first; i < states_.size(); ++i) {
-      const Region cr = ChunkRange(i);
-      if (cr.end <= br.begin) break;
-      if (cr.Overlaps(br) && states_[i] == ChunkState::kClean) {
-        states_[i] = ChunkState::kDirty;
-        staged_bytes_ -= ChunkBytes(i);
-      }
+  if (br.end <= region_.end - weight_bytes_) return;  // below every chunk
+  // Chunk index from the top: chunk i covers (end - (i+1)C, end - iC].
+  const auto first = static_cast<std::size_t>(std::max<std::int64_t>(0, (region_.end - br.end) / chunk_bytes_));
+  for (std::size_t i = first; i < states_.size(); ++i) {
+    const Region cr = ChunkRange(i);
+    if (cr.end <= br.begin) break;
+    if (cr.Overlaps(br) && states_[i] == ChunkState::kClean) {
+      states_[i] = ChunkState::kDirty;
+      staged_bytes_ -= ChunkBytes(i);
     }
   }
 }

@@ -50,6 +50,7 @@ class Stager {
   void AdvanceTo(TimePoint now, KvPool& pool);
   // A KV allocation took `blocks`: staged chunks they overlap become dirty.
   void OnAllocated(std::span<const BlockId> blocks, const KvPool& pool);
+  void OnAllocated(const BlockList& blocks, const KvPool& pool);
   // Stops staging (e.g. the KV region is about to be released).
   void Cancel(KvPool& pool);
 
@@ -74,6 +75,8 @@ class Stager {
 
  private:
   std::int64_t ChunkBytes(std::size_t i) const;
+  // Clean chunks overlapping `bytes` (of newly allocated KV) become dirty.
+  void DirtyOverlapping(Region bytes);
   void StartNext(TimePoint at, KvPool& pool);
 
   std::int64_t chunk_bytes_;

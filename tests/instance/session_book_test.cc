@@ -38,7 +38,7 @@ TEST(SessionBookTest, DeviceHoldersFollowTheirBlocks) {
   InstanceSession& b = book.Add("b");
   InstanceSession& c = book.Add("c");
   for (InstanceSession* s : {&a, &b, &c}) {
-    s->blocks = {1};
+    s->blocks.Append(1, 1);
     book.TrackDevice(*s);
   }
   a.blocks.clear();
@@ -64,7 +64,7 @@ TEST(SessionBookTest, IdleSessionsHoldingNothingAreForgottenLeastRecentFirst) {
   a.last_use = AtSeconds(1);
   book.Finished(b, AtSeconds(2), FromSeconds(1));
   b.last_use = AtSeconds(2);
-  b.blocks = {7};  // holds device KV: kept
+  b.blocks.Append(7, 1);  // holds device KV: kept
   book.Finished(c, AtSeconds(3), FromSeconds(1));
   c.last_use = AtSeconds(3);
   EXPECT_EQ(book.recent_finishes().size(), 1u);  // a 1 s hold keeps only the latest

@@ -144,6 +144,39 @@ TEST(KvPoolTest, WholeFreeWordsSkipTheSkipRange) {
   EXPECT_EQ(pool.HighestAllocatedEnd(), 194 * 10);
 }
 
+// Into a block list: runs of free bits, lowest first, around the skip
+// range and the blocks in use; freeing a tail returns exactly those blocks.
+TEST(KvPoolTest, AllocatesRunsAroundTheSkipRangeAndFreesTails) {
+  KvPool pool;
+  pool.Format({0, 300 * 10}, 10);
+  std::vector<BlockId> held;
+  ASSERT_TRUE(pool.Allocate(70, held));
+  pool.Free(std::span(held).subspan(2, 3));   // 2..4 free again
+  pool.Free(std::span(held).subspan(60, 1));  // 60 free again
+  pool.SetSkip({100 * 10, 140 * 10});         // 100..139 held back
+  BlockList l;
+  ASSERT_TRUE(pool.Allocate(40, l));  // 2..4, 60, 70..99, 140..145
+  EXPECT_EQ(l.size(), 40);
+  EXPECT_EQ(std::vector<BlockRun>(l.runs().begin(), l.runs().end()),
+            (std::vector<BlockRun>{{2, 3}, {60, 1}, {70, 30}, {140, 6}}));
+  EXPECT_EQ(pool.free_blocks(), 300 - 70 + 4 - 40);
+  pool.ClearSkip();
+  pool.Free(l, 4);  // 70..99 and 140..145 go; 2..4 and 60 stay
+  EXPECT_EQ(pool.free_blocks(), 300 - 70 + 4 - 4);
+  std::vector<BlockId> next;
+  ASSERT_TRUE(pool.Allocate(2, next));
+  EXPECT_EQ(next, (std::vector<BlockId>{70, 71}));
+}
+
+TEST(KvPoolDeathTest, FreeingARunWithAFreeBlockIsABug) {
+  KvPool pool;
+  pool.Format({0, 1000}, 10);
+  BlockList l;
+  ASSERT_TRUE(pool.Allocate(10, l));
+  pool.Free(std::vector<BlockId>{5});
+  EXPECT_DEATH(pool.Free(l), "not allocated");
+}
+
 TEST(KvPoolDeathTest, DoubleFreeIsABug) {
   KvPool pool;
   pool.Format({0, 100}, 10);

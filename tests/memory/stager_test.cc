@@ -53,6 +53,20 @@ TEST_F(StagerTest, OverlappingKvAllocationDirtiesChunkAndGatherReloadsIt) {
   EXPECT_EQ(plan.dirty_bytes, 100);
 }
 
+// A run of blocks dirties every chunk its bytes reach, as its blocks one
+// by one would.
+TEST_F(StagerTest, ARunOfBlocksDirtiesTheChunksItSpans) {
+  stager.Begin("next", 300, AtSeconds(0), pool);
+  stager.AdvanceTo(AtSeconds(3), pool);  // chunks 0..2 [700, 1000) clean
+  BlockList run;
+  run.Append(65, 20);  // bytes [650, 850): chunks 2 and 1
+  stager.OnAllocated(run, pool);
+  EXPECT_EQ(stager.chunks()[2], Stager::ChunkState::kDirty);
+  EXPECT_EQ(stager.chunks()[1], Stager::ChunkState::kDirty);
+  EXPECT_EQ(stager.chunks()[0], Stager::ChunkState::kClean);
+  EXPECT_EQ(stager.CleanBytes(), 100);
+}
+
 TEST_F(StagerTest, AllocatorSkipsTheChunkBeingWritten) {
   stager.Begin("next", 300, AtSeconds(0), pool);  // chunk 0 [900, 1000) writing
   std::vector<BlockId> blocks;
