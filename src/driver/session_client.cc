@@ -10,14 +10,23 @@ double ReleaseRule::GapSeconds(const TraceCall& next) const {
 
 void TraceSessionContext::Advance(const TraceCall& c, std::int32_t block_tokens) {
   const std::int64_t context = c.prompt_tokens + c.output_tokens;
-  ExtendSessionChain(chain_, c.prefix_tokens, context, block_tokens, c.token_seed, c.call_index);
+  if (chain_ == nullptr || chain_.use_count() > 1) {  // shared: extend a copy of what the prefix keeps
+    auto fresh = std::make_shared<std::vector<PrefixHash>>();
+    if (chain_ != nullptr) {
+      const auto keep = std::min<std::size_t>(chain_->size(), static_cast<std::size_t>(c.prefix_tokens / block_tokens));
+      fresh->reserve(static_cast<std::size_t>(context / block_tokens));
+      fresh->assign(chain_->begin(), chain_->begin() + static_cast<std::ptrdiff_t>(keep));
+    }
+    chain_ = std::move(fresh);
+  }
+  ExtendSessionChain(*chain_, c.prefix_tokens, context, block_tokens, c.token_seed, c.call_index);
   full_reuse_ = FullReuse(advanced_, c.prefix_tokens, previous_context_);
   // Checkpoints past the prefix were of a context this call does not keep.
   const std::int64_t prefix = advanced_ ? c.prefix_tokens : 0;
   while (!checkpoints_.empty() && checkpoints_.back().tokens > prefix) checkpoints_.pop_back();
   state_ = checkpoints_.empty() ? StatePoint{} : checkpoints_.back();
   const PrefixHash partial = context % block_tokens != 0
-                                 ? NamePartialSessionBlock(chain_, context, block_tokens, c.token_seed, c.call_index)
+                                 ? NamePartialSessionBlock(*chain_, context, block_tokens, c.token_seed, c.call_index)
                                  : 0;
   checkpoints_.push_back(StatePoint{context, partial});
   previous_context_ = context;
@@ -34,7 +43,8 @@ CallRequest TraceSessionContext::Request(const TraceCall& c, std::int64_t id) co
   r.prefix_tokens = c.prefix_tokens;
   r.output_tokens = c.output_tokens;
   r.full_reuse = full_reuse_;
-  r.chain = chain_;
+  r.chain = chain();
+  r.chain_owner = chain_;
   r.state_tokens = state_.tokens;
   r.state_partial = state_.partial;
   r.context_partial = checkpoints_.empty() ? 0 : checkpoints_.back().partial;

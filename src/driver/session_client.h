@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -53,18 +54,21 @@ class TraceSessionContext {
   // in order, one at a time): keeps the blocks inside its prefix, names the
   // rest of its prompt + output.
   void Advance(const TraceCall& c, std::int32_t block_tokens);
-  // The request for `c`, the call Advance was last given. Its chain points
-  // into this context: keep it unchanged until the call has finished.
+  // The request for `c`, the call Advance was last given. It shares this
+  // context's chain (CallRequest::chain_owner): while the call or an
+  // instance holds it, the next Advance extends a copy.
   CallRequest Request(const TraceCall& c, std::int64_t id) const;
-  // The session is over: frees its chain.
+  // The session is over: lets go of its chain.
   void End() {
-    std::vector<PrefixHash>().swap(chain_);
+    chain_.reset();
     std::vector<StatePoint>().swap(checkpoints_);
   }
-  const std::vector<PrefixHash>& chain() const { return chain_; }
+  std::span<const PrefixHash> chain() const {
+    return chain_ != nullptr ? std::span<const PrefixHash>(*chain_) : std::span<const PrefixHash>();
+  }
 
  private:
-  std::vector<PrefixHash> chain_;
+  std::shared_ptr<std::vector<PrefixHash>> chain_;
   std::int64_t previous_context_ = 0;
   bool advanced_ = false;    // a call came before: the next is a continuation
   bool full_reuse_ = false;  // of the call Advance was last given

@@ -155,6 +155,9 @@ MemoryOccupancy Instance::Occupancy() const {
 void Instance::Enqueue(CallRequest call, TimePoint now) {
   const std::int32_t index = ModelIndex(call.model);
   TALARIA_CHECK(index >= 0, "call for a model this instance does not host");
+  TALARIA_CHECK(call.chain_owner == nullptr ||
+                    (call.chain.data() == call.chain_owner->data() && call.chain.size() == call.chain_owner->size()),
+                "a call's chain is not the shared chain it hands over");
   auto r = std::make_unique<Request>();
   const std::int64_t id = call.id;
   r->call = std::move(call);
@@ -260,10 +263,13 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   Model& m = *models_[static_cast<std::size_t>(r.model)];
   Session& s = AddSession(r);
   --s.requests;  // the request ends here
-  // The new context extends a prefix of the previous one: copy only what differs.
-  const auto keep = static_cast<std::size_t>(CommonBlocks(s.chain, r.call.chain));
-  s.chain.resize(keep);
-  s.chain.insert(s.chain.end(), r.call.chain.begin() + static_cast<std::ptrdiff_t>(keep), r.call.chain.end());
+  // The session's chain is now this context's: the caller's own when it
+  // shares it, else a copy.
+  if (r.call.chain_owner != nullptr) {
+    s.chain_data = std::move(r.call.chain_owner);
+  } else {
+    s.chain_data = std::make_shared<const std::vector<PrefixHash>>(r.call.chain.begin(), r.call.chain.end());
+  }
   // A hybrid model's state is checkpointed at the context's end: with its
   // partial last block when the context ends inside one.
   s.partial = m.profile->family == AttentionFamily::kHybrid ? r.call.context_partial : 0;

@@ -71,8 +71,11 @@ struct CallRequest {
   std::string session_id;
   std::string model;
   // Cumulative hashes of this call's context (prompt + output) blocks. The
-  // caller keeps them alive and unchanged until the call finishes.
+  // caller keeps them alive and unchanged until the call finishes, or hands
+  // them over shared: then `chain` views `*chain_owner`, and the instance's
+  // session entry keeps that chain instead of a copy.
   std::span<const PrefixHash> chain;
+  SharedChain chain_owner;
   // A hybrid model's recurrent state cannot be rolled back; the session's
   // host checkpoint holds it at the end of each context it was taken at.
   // The latest such point at or before this call's prefix end, in tokens (0:

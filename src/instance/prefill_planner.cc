@@ -92,7 +92,7 @@ Instance::Reuse Instance::FindReuse(const Request& r) {
   const auto chain = r.prompt_chain(config_.block_tokens);
   if (const Session* s = FindSession(r); s != nullptr && s->model == active_ && !s->blocks.empty() && !s->busy) {
     const std::int32_t common =
-        std::min<std::int32_t>(CommonBlocks(chain, s->chain), s->blocks.size());
+        std::min<std::int32_t>(CommonBlocks(chain, s->chain()), s->blocks.size());
     if (DeviceReusable(r)) u.device = common;
     else if (common > 0) u.declined = true;
   }

@@ -33,7 +33,7 @@ struct InstanceSession {
   std::string id;
   ChainOwner owner = 0;     // its chains' owner in the host registry
   std::int32_t model = -1;  // model whose device KV `blocks` hold
-  std::vector<PrefixHash> chain;
+  SharedChain chain_data;  // its last context's full blocks (see chain())
   PrefixHash partial = 0;  // a hybrid context's partial last block, checkpointed with the chain (0: none)
   BlockList blocks;
   bool busy = false;
@@ -61,8 +61,12 @@ struct InstanceSession {
   std::list<InstanceSession*>::iterator by_use;  // its place in the use order
   std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
 
+  // Its last context's full blocks.
+  std::span<const PrefixHash> chain() const {
+    return chain_data != nullptr ? std::span<const PrefixHash>(*chain_data) : std::span<const PrefixHash>();
+  }
   // The chain its host checkpoint registers.
-  BlockChain host_chain() const { return partial != 0 ? BlockChain(chain, partial) : BlockChain(chain); }
+  BlockChain host_chain() const { return partial != 0 ? BlockChain(chain(), partial) : BlockChain(chain()); }
 };
 
 class SessionBook {

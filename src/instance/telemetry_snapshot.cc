@@ -170,7 +170,7 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
   if (s.model >= 0) {
     if (s.model == active_ && !s.blocks.empty()) {
       state = KvState::kDevice;
-      tokens = static_cast<std::int64_t>(s.chain.size()) * config_.block_tokens;
+      tokens = static_cast<std::int64_t>(s.chain().size()) * config_.block_tokens;
     } else if (config_.ablation.hkvr) {
       std::int32_t host = 0;
       const ModelId id = models_[static_cast<std::size_t>(s.model)]->id;

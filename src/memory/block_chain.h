@@ -12,12 +12,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 namespace talaria {
 
 using PrefixHash = std::uint64_t;
+
+// A chain of full-block hashes shared, immutable, by its holders (a
+// replayed session's context, its call in flight, an instance's session
+// entry): a holder that needs a different chain makes a new one, so a
+// session's chain is held once however many hold it.
+using SharedChain = std::shared_ptr<const std::vector<PrefixHash>>;
 
 class BlockChain {
  public:

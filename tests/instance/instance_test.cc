@@ -54,7 +54,6 @@ class Harness : public InstanceEvents {
   // Runs until every call finished or `until_s`; returns the step log.
   std::vector<std::string> Run(std::vector<Call> calls, double until_s = 1000) {
     calls_ = std::move(calls);
-    chains_.resize(calls_.size());
     std::size_t next = 0;
     TimePoint now{};
     for (int guard = 0; guard < 100000; ++guard) {
@@ -146,11 +145,9 @@ class Harness : public InstanceEvents {
     t.token_seed = std::hash<std::string>{}(c.session);
     TraceSessionContext& session = sessions_[c.session];
     session.Advance(t, 64);
-    // Each call keeps its own copy of the chain: a session's next call may
-    // arrive while this one still runs.
-    chains_[i] = session.chain();
+    // The request shares the session's chain: a next call that arrives
+    // while this one still runs extends a copy.
     CallRequest r = session.Request(t, static_cast<std::int64_t>(i));
-    r.chain = chains_[i];
     r.expected_tool_s = c.hint_tool_s;
     r.session_end = c.session_end;
     instance_->Enqueue(r, now);
@@ -161,7 +158,6 @@ class Harness : public InstanceEvents {
   SimEngine engine_;
   std::unique_ptr<InstanceRunner> runner_;
   std::vector<Call> calls_;
-  std::vector<std::vector<PrefixHash>> chains_;
   std::map<std::string, TraceSessionContext> sessions_;
   std::vector<std::string> log_;
   std::string pending_label_;
