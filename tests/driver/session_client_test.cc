@@ -87,6 +87,34 @@ TEST(TraceSessionContextTest, FullReuseOnlyWhenThePrefixIsTheWholePreviousContex
   EXPECT_FALSE(s.Request(c2, 12).full_reuse);
 }
 
+// A request shares the context's chain: while it (or an instance's session
+// entry) holds it, the next call extends a copy and the held chain stays as
+// it was; once nobody else holds it, the next call extends it in place.
+TEST(TraceSessionContextTest, AHeldChainIsExtendedAsACopy) {
+  TraceSessionContext s;
+  const TraceCall c0 = Call(0, 200, 0, 56);  // 4 blocks
+  s.Advance(c0, 64);
+  CallRequest r0 = s.Request(c0, 1);
+  ASSERT_NE(r0.chain_owner, nullptr);
+  EXPECT_EQ(r0.chain.data(), r0.chain_owner->data());
+  const std::vector<PrefixHash> before(r0.chain.begin(), r0.chain.end());
+
+  const TraceCall c1 = Call(1, 300, 256, 84);  // 6 blocks, the first 4 kept
+  s.Advance(c1, 64);
+  EXPECT_EQ(std::vector<PrefixHash>(r0.chain.begin(), r0.chain.end()), before);  // untouched
+  CallRequest r1 = s.Request(c1, 2);
+  EXPECT_NE(r1.chain_owner, r0.chain_owner);
+  ASSERT_EQ(r1.chain.size(), 6u);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), r1.chain.begin()));
+
+  const PrefixHash* in_place = r1.chain.data();
+  r0 = CallRequest{};
+  r1 = CallRequest{};  // nobody holds it now
+  const TraceCall c2 = Call(2, 400, 384, 0);  // the whole context again, no new blocks past it
+  s.Advance(c2, 64);
+  EXPECT_EQ(s.Request(c2, 3).chain.data(), in_place);
+}
+
 // A hybrid model's state is checkpointed where each context ended; a call
 // names the latest such point inside its prefix, and the partial block it
 // ends in (the one its predecessor named as its context's).

@@ -413,6 +413,24 @@ TEST(ColdInstanceTest, SwitchesWhenOnlyAnotherModelHasWork) {
   EXPECT_TRUE(h.Done("x0"));
 }
 
+// A call that hands its chain over shared must view that chain: an instance
+// would otherwise keep hashes that are not the call's.
+TEST(InstanceDeathTest, ASharedChainMustBeTheCallsOwn) {
+  ProfileSet set;
+  set.Add(testing::TinyProfile("m"));
+  Instance instance(Cold({"m"}), set);
+  instance.Warmup("m", TimePoint{});
+  CallRequest r;
+  r.session_id = "x";
+  r.model = "m";
+  r.prompt_tokens = 64;
+  r.output_tokens = 1;
+  const std::vector<PrefixHash> mine{1, 2};
+  r.chain = mine;
+  r.chain_owner = std::make_shared<const std::vector<PrefixHash>>(mine);  // equal, but another chain
+  EXPECT_DEATH(instance.Enqueue(r, TimePoint{}), "not the shared chain");
+}
+
 // Staging: while m serves, n's weights are staged; the switch to n gathers
 // them device-to-device. With staging off it reloads everything from host.
 TEST(ColdInstanceTest, StagedSwitchIsD2dAndUnstagedIsH2d) {
