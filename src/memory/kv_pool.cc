@@ -1,7 +1,6 @@
 #include "memory/kv_pool.h"
 
 #include <bit>
-#include <numeric>
 
 #include "core/error.h"
 

@@ -52,7 +52,6 @@ class KvPool {
   std::int64_t used_bytes() const { return static_cast<std::int64_t>(used_blocks()) * block_bytes_; }
 
  private:
-  bool IsFree(BlockId id) const { return (bits_[id >> 6] >> (id & 63)) & 1; }
   // Free blocks in [begin, end).
   std::int32_t FreeIn(BlockId begin, BlockId end) const;
   // The low n bits of a word (n in [0, 64]).

@@ -92,6 +92,7 @@ class Driver final : public InstanceEvents {
       for (std::size_t i : s.calls) calls_[i].session = sessions_.size();
       sessions_.push_back(std::move(run));
     }
+    result_.sessions = static_cast<std::int64_t>(sessions_.size());
     control_ = std::make_unique<ControlPlane>(cluster, profiles);
     for (const auto& c : trace.calls) {
       if (AnyHost(c.model) < 0) {
@@ -434,7 +435,6 @@ ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& clus
   result.tau_s = cluster.router.lease_tau_s;
   result.lease = ToString(cluster.router.lease);
   result.calls_total = static_cast<std::int64_t>(trace.calls.size());
-  result.sessions = static_cast<std::int64_t>(GroupSessions(trace).size());
   Driver driver(cluster, profiles, trace, options, result);
   driver.Run();
   return result;
