@@ -63,9 +63,7 @@ class TraceSessionContext {
     chain_.reset();
     std::vector<StatePoint>().swap(checkpoints_);
   }
-  std::span<const PrefixHash> chain() const {
-    return chain_ != nullptr ? std::span<const PrefixHash>(*chain_) : std::span<const PrefixHash>();
-  }
+  std::span<const PrefixHash> chain() const { return ChainView(chain_); }
 
  private:
   std::shared_ptr<std::vector<PrefixHash>> chain_;

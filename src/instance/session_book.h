@@ -62,9 +62,7 @@ struct InstanceSession {
   std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
 
   // Its last context's full blocks.
-  std::span<const PrefixHash> chain() const {
-    return chain_data != nullptr ? std::span<const PrefixHash>(*chain_data) : std::span<const PrefixHash>();
-  }
+  std::span<const PrefixHash> chain() const { return ChainView(chain_data); }
   // The chain its host checkpoint registers.
   BlockChain host_chain() const { return partial != 0 ? BlockChain(chain(), partial) : BlockChain(chain()); }
 };

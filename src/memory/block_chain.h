@@ -26,6 +26,12 @@ using PrefixHash = std::uint64_t;
 // session's chain is held once however many hold it.
 using SharedChain = std::shared_ptr<const std::vector<PrefixHash>>;
 
+// A shared chain's hashes (none when it is null).
+template <typename Vector>
+std::span<const PrefixHash> ChainView(const std::shared_ptr<Vector>& chain) {
+  return chain != nullptr ? std::span<const PrefixHash>(*chain) : std::span<const PrefixHash>();
+}
+
 class BlockChain {
  public:
   BlockChain() = default;
