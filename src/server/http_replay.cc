@@ -67,7 +67,7 @@ CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& 
   http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
   req.set(http::field::host, target.host);
   req.set(http::field::content_type, "application/json");
-  req.set("X-Session-Id", call.session_id);
+  req.set("X-Session-Id", call.session_id.str());
   if (call.expected_tool_s) req.set("X-Expected-Tool-Seconds", std::to_string(*call.expected_tool_s));
   if (call.session_end) req.set("X-Session-End", "true");
   if (!o.api_key.empty()) req.set(http::field::authorization, "Bearer " + o.api_key);

@@ -25,14 +25,15 @@ struct SessionRun {
   TimePoint first_intended;
 };
 
-struct CallRun {
-  std::size_t session = 0;
+struct CallRun {  // one per trace call: 24 bytes
+  std::uint32_t session = 0;
   std::int32_t instance = -1;
   TimePoint intended;
   bool chain_ready = false;  // the session chain was extended for this call
   bool opened_model = false; // placed where its model was not open (an open followed)
   bool lease_hit = false;    // placed by consuming its session's lease
 };
+static_assert(sizeof(CallRun) <= 24, "a replay holds one per trace call");
 
 enum class EventKind : std::uint8_t { kArrival, kStepDone, kWake, kTimer };
 struct Event {
@@ -86,10 +87,10 @@ class Driver final : public InstanceEvents {
     }
     block_tokens_ = cluster.instances.front().block_tokens;
     step_seq_.resize(instances_.size());
-    for (const auto& s : GroupSessions(trace)) {
+    for (auto& s : GroupSessions(trace)) {
       SessionRun run;
-      run.calls = s.calls;
-      for (std::size_t i : s.calls) calls_[i].session = sessions_.size();
+      run.calls = std::move(s.calls);
+      for (std::size_t i : run.calls) calls_[i].session = static_cast<std::uint32_t>(sessions_.size());
       sessions_.push_back(std::move(run));
     }
     result_.sessions = static_cast<std::int64_t>(sessions_.size());

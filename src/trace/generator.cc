@@ -87,8 +87,8 @@ std::vector<CallShape> GenerateShape(Rng& rng, std::int32_t calls, const Generat
   return shape;
 }
 
-void AppendSession(Trace& trace, const std::string& session_id, const std::string& model,
-                   const std::string& task, std::uint64_t token_seed, double start_s,
+void AppendSession(Trace& trace, InternedString session_id, InternedString model,
+                   InternedString task, std::uint64_t token_seed, double start_s,
                    const std::vector<CallShape>& shape, double gap_cap_s) {
   for (std::size_t k = 0; k < shape.size(); ++k) {
     TraceCall c;
@@ -205,7 +205,7 @@ Trace GenerateSessions(const GeneratorOptions& o) {
     const auto calls = static_cast<std::int32_t>(std::llround(depth.At(session_rng.Uniform())));
     char id[32];
     std::snprintf(id, sizeof id, "s%04d", i);
-    AppendSession(trace, id, model, "", TokenSeed(o.seed, static_cast<std::uint64_t>(i)),
+    AppendSession(trace, InternedString(id), InternedString(model), {}, TokenSeed(o.seed, static_cast<std::uint64_t>(i)),
                   starts[static_cast<std::size_t>(i)], GenerateShape(session_rng, calls, o),
                   o.gap_cap_s);
   }
@@ -251,7 +251,7 @@ Trace GenerateFixedReplay(const GeneratorOptions& o, std::int32_t tasks,
     char task[32];
     std::snprintf(task, sizeof task, "task-%02d", t + 1);
     for (const auto& model : o.models) {
-      AppendSession(trace, std::string(task) + "/" + model, model, task,
+      AppendSession(trace, InternedString(std::string(task) + "/" + model), InternedString(model), InternedString(task),
                     TokenSeed(o.seed, static_cast<std::uint64_t>(t)), 0.0, shape, o.gap_cap_s);
     }
   }
@@ -274,8 +274,9 @@ Trace RoutingSubset(const Trace& fixed, std::int32_t calls_per_session,
       if (auto it = rename.find(c.model); it != rename.end()) {
         const std::string from = c.model;
         c.model = it->second;
-        const auto pos = c.session_id.rfind(from);
-        if (pos != std::string::npos) c.session_id.replace(pos, from.size(), c.model);
+        std::string id = c.session_id;
+        const auto pos = id.rfind(from);
+        if (pos != std::string::npos) c.session_id = id.replace(pos, from.size(), c.model.str());
       }
       if (k == 0) c.gap_s = starts[s];
       trace.calls.push_back(std::move(c));

@@ -10,18 +10,21 @@
 
 #include <cstdint>
 #include <iosfwd>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/interned_string.h"
+#include "core/optional_seconds.h"
+
 namespace talaria {
 
-// (Fields ordered so that the two small ones share one word: a replay holds
-// millions of these.)
+// 96 bytes: a replay holds millions of these, so names are interned (one
+// pooled copy each, core/interned_string.h), optional times are NaN-absent
+// doubles, and the two small fields share one word.
 struct TraceCall {
-  std::string session_id;
-  std::string model;
+  InternedString session_id;
+  InternedString model;
   std::int64_t prompt_tokens = 0;
   // Tokens at the start of this prompt identical to the start of the previous
   // call's prompt + output. 0 for call 0.
@@ -31,21 +34,22 @@ struct TraceCall {
   // Later calls: tool gap between the previous response and this enqueue.
   double gap_s = 0.0;
   // The recorded gap before a cap was applied; present only when it differs.
-  std::optional<double> gap_uncapped_s;
+  OptionalSeconds gap_uncapped_s;
   // Recorded enqueue time relative to the trace's origin, when known.
-  std::optional<double> enqueue_s;
+  OptionalSeconds enqueue_s;
   // Seed from which replay materialises token ids (trace/tokens.h); the same
   // for every call of a session. At most 2^53 - 1 so any JSON reader keeps it.
   std::uint64_t token_seed = 0;
   // Task identity shared by model-sessions that replay the same task; may be empty.
-  std::string task;
+  InternedString task;
   // Agent hints the call carried, optional (`talaria replay --hints`): the
   // tool time it expected before the session's next call, seconds, and
   // whether it said it was the session's last.
-  std::optional<double> expected_tool_s;
+  OptionalSeconds expected_tool_s;
   std::int32_t call_index = 0;
   bool session_end = false;
 };
+static_assert(sizeof(TraceCall) <= 96, "a replay holds millions of trace calls");
 
 // Calls in file order. Sessions may interleave; within a session the calls
 // appear in call_index order.
