@@ -77,6 +77,10 @@ class SessionBook {
     auto it = sessions_.find(id);
     return it == sessions_.end() ? nullptr : it->second.get();
   }
+  const Session* Find(const std::string& id) const {
+    auto it = sessions_.find(id);
+    return it == sessions_.end() ? nullptr : it->second.get();
+  }
   // The session whose chains the host registry keeps under `owner`, or null.
   Session* ByOwner(ChainOwner owner);
   std::size_t size() const { return sessions_.size(); }

@@ -188,6 +188,15 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
       }
     }
   }
+  if (state == KvState::kMissing && s.blocks.empty() && s.requests == 0 && now >= s.checkpoint_done) {
+    // Nothing of its context is held here, on device or host: its chain
+    // names nothing this instance could reuse, restore or report. An idle
+    // entry is kept for a while (for its gaps, kForgetIdleSessionS), and at
+    // cluster scale such entries' chains add up to hundreds of MB; its next
+    // call brings its chain again.
+    s.chain_data.reset();
+    s.partial = 0;
+  }
   const bool changed = state != s.reported || tokens != s.reported_tokens || s.model != s.reported_model;
   if (delta ? changed : state != KvState::kMissing) {
     CachedPrefix& c = out.sessions[s.id];
@@ -198,6 +207,11 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
   s.reported = state;
   s.reported_tokens = tokens;
   s.reported_model = s.model;
+}
+
+std::int64_t Instance::HeldChainBlocks(const std::string& session) const {
+  const Session* s = sessions_.Find(session);
+  return s != nullptr ? static_cast<std::int64_t>(s->chain().size()) : -1;
 }
 
 std::int32_t Instance::StaleHostPrefixes(TimePoint now) const {

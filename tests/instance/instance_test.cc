@@ -771,6 +771,32 @@ TEST(InstanceTelemetryTest, IdleSessionsWithNothingOnDeviceAreForgotten) {
   EXPECT_TRUE(held.contains("x"));
 }
 
+// An entry holding nothing of its session's context (its device KV
+// released by a switch, none on host) lets go of its chain once a snapshot
+// sees that; its next call brings the chain again. With host KV the entry
+// keeps it: drops and probes read it.
+TEST(InstanceTelemetryTest, AnEntryHoldingNothingLetsGoOfItsChain) {
+  for (const bool hkvr : {false, true}) {
+    Harness h(Cold({"m", "n"}, {.sp = true, .hkvr = hkvr, .d2d_staging = true}),
+              {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    std::vector<std::int64_t> held;  // a's chain blocks after each step, once its first call finished
+    h.after_step = [&](Instance& inst, TimePoint now) {
+      InstanceTelemetry t;
+      inst.Snapshot(now, t, true);
+      if (std::ranges::count(h.finish_order(), "a0") > 0) held.push_back(inst.HeldChainBlocks("a"));
+    };
+    // "a" runs on m; "x" on n makes the instance switch, releasing a's KV;
+    // a's second call comes back to m.
+    h.Run({{0, "a", 0, "m", 640, 0, 4}, {1, "x", 0, "n", 640, 0, 4}, {30, "a", 1, "m", 960, 644, 4}});
+    ASSERT_FALSE(held.empty()) << "hkvr " << hkvr;
+    EXPECT_EQ(held.front(), 10) << "hkvr " << hkvr;  // 644 tokens of 64: its context's full blocks
+    EXPECT_EQ(std::ranges::count(held, 0) > 0, !hkvr) << "hkvr " << hkvr;
+    EXPECT_EQ(held.back(), 15) << "hkvr " << hkvr;  // its second context: 964 tokens
+    EXPECT_EQ(h.Finished("a1").kv_source, hkvr ? KvSource::kHost : KvSource::kRecompute) << "hkvr " << hkvr;
+  }
+}
+
 // A session's first call, enqueued directly (no chain: nothing to reuse).
 CallRequest NewCall(std::int64_t id, const char* session, const char* model, std::int64_t prompt,
                     std::int64_t output) {
