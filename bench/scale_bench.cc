@@ -3,6 +3,10 @@
 // per second of wall time. Issue 4's target: 1,024 instances and 100,000
 // sessions in under 60 s (about 2 million calls at this trace shape, so
 // ~35,000 calls/s); the benchmark runs smaller points and reports the rate.
+// It also reports the process's peak resident set so far (max_rss_MB): run
+// one point per process (--benchmark_filter) for that point's own peak.
+#include <sys/resource.h>
+
 #include <benchmark/benchmark.h>
 
 #include "profile/profile.h"
@@ -40,6 +44,9 @@ void BM_ClusterReplay(benchmark::State& state) {
   }
   state.SetItemsProcessed(calls);
   state.counters["calls"] = static_cast<double>(trace.calls.size());
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["max_rss_MB"] = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB
 }
 BENCHMARK(BM_ClusterReplay)->Args({8, 200})->Args({32, 500})->Args({64, 2000})->Args({256, 8000})->Args({1024, 20000})->Args({1024, 100000})->Args({4096, 400000})->Unit(benchmark::kSecond)->Iterations(1);
 

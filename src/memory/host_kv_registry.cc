@@ -227,7 +227,9 @@ HostKvRegistry::Segment& HostKvRegistry::NewSegment(ModelId model, BlockChain ch
 
 TimePoint HostKvRegistry::Append(Segment& s, BlockChain chain, std::int32_t from, std::int32_t to,
                                  std::int64_t tail, TimePoint t, double d2h_bytes_per_s) {
-  if (s.hashes.empty()) s.hashes.reserve(static_cast<std::size_t>(to - from));  // a new segment: one allocation
+  // Exactly what it holds: a registry at cluster scale keeps tens of millions
+  // of hashes, and doubling slack on extended segments would be a third more.
+  s.hashes.reserve(s.hashes.size() + static_cast<std::size_t>(to - from));
   s.flight_first = s.size();
   for (std::int32_t i = from; i < to; ++i) s.hashes.push_back(chain[static_cast<std::size_t>(i)]);
   s.tail_bytes = tail;

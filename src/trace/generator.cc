@@ -209,6 +209,7 @@ Trace GenerateSessions(const GeneratorOptions& o) {
                   starts[static_cast<std::size_t>(i)], GenerateShape(session_rng, calls, o),
                   o.gap_cap_s);
   }
+  trace.calls.shrink_to_fit();  // a replay holds it throughout: no doubling slack
   return trace;
 }
 

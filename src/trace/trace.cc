@@ -235,6 +235,7 @@ Trace ReadTrace(std::istream& in, std::string_view source) {
   }
   if (in.bad()) problems.Add(std::string(source), "read error");
   problems.ThrowIfAny();
+  trace.calls.shrink_to_fit();  // a replay holds it throughout: no doubling slack
   return trace;
 }
 
