@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <set>
 
@@ -18,7 +19,7 @@ namespace talaria {
 namespace {
 
 struct SessionRun {
-  std::vector<std::size_t> calls;  // trace indices in call order
+  std::vector<std::uint32_t> calls;  // trace indices in call order
   std::size_t next = 0;            // next call to release
   TraceSessionContext context;     // the call in flight's context blocks
   std::int32_t last_instance = -1;
@@ -87,13 +88,25 @@ class Driver final : public InstanceEvents {
     }
     block_tokens_ = cluster.instances.front().block_tokens;
     step_seq_.resize(instances_.size());
-    for (auto& s : GroupSessions(trace)) {
+    if (trace.calls.size() > std::numeric_limits<std::uint32_t>::max()) {
+      throw InputError("trace", "more than 2^32 calls");
+    }
+    std::size_t continuations = 0;
+    for (const auto& s : GroupSessions(trace)) {
       SessionRun run;
-      run.calls = std::move(s.calls);
-      for (std::size_t i : run.calls) calls_[i].session = static_cast<std::uint32_t>(sessions_.size());
+      run.calls.reserve(s.calls.size());
+      for (std::size_t i : s.calls) {
+        run.calls.push_back(static_cast<std::uint32_t>(i));
+        calls_[i].session = static_cast<std::uint32_t>(sessions_.size());
+      }
+      continuations += s.calls.size() - 1;
       sessions_.push_back(std::move(run));
     }
     result_.sessions = static_cast<std::int64_t>(sessions_.size());
+    // Every call gives a TTFT, every session an SCT: held exactly.
+    result_.ttft_s.Reserve(trace.calls.size());
+    result_.returning_ttft_s.Reserve(continuations);
+    result_.sct_s.Reserve(sessions_.size());
     control_ = std::make_unique<ControlPlane>(cluster, profiles);
     for (const auto& c : trace.calls) {
       if (AnyHost(c.model) < 0) {
