@@ -1,8 +1,8 @@
 // Strings stored once per process, held by a pointer: what a trace's calls
 // name (a session, a model, a task) repeats across every call of a session
 // and across sessions, and a replay at cluster scale holds millions of
-// calls. An InternedString is 8 bytes, copies and compares by pointer, and
-// reads as a `const std::string&`.
+// calls. An InternedString is 8 bytes, copies as a pointer, tests equality
+// by pointer (orders by content), and reads as a `const std::string&`.
 //
 // The pool only grows: it keeps each distinct string for the process's
 // lifetime (a trace names few models and tasks; its session ids are what
@@ -27,12 +27,11 @@ class InternedString {
   InternedString() noexcept : s_(&Empty()) {}
   // Interns `s` (looks it up, adds it when new).
   explicit InternedString(std::string_view s) : s_(&Intern(s)) {}
+  // Interns `s` (a std::string or a literal converts to the view).
   InternedString& operator=(std::string_view s) {
     s_ = &Intern(s);
     return *this;
   }
-  InternedString& operator=(const std::string& s) { return *this = std::string_view(s); }
-  InternedString& operator=(const char* s) { return *this = std::string_view(s); }
 
   const std::string& str() const noexcept { return *s_; }
   operator const std::string&() const noexcept { return *s_; }  // NOLINT(google-explicit-constructor)

@@ -277,8 +277,8 @@ class Instance {
   // the registry. Zero unless the drop bookkeeping is wrong.
   std::int32_t StaleHostPrefixes(TimePoint now) const;
   // For tests: how many blocks of its context chain the entry of `session`
-  // keeps (-1: it has none). One holding nothing of its context here, on
-  // device or host, keeps none once a snapshot looked at it.
+  // keeps (-1: there is no entry). An entry holding nothing of its context
+  // here, on device or host, keeps none once a snapshot looked at it.
   std::int64_t HeldChainBlocks(const std::string& session) const;
   std::int64_t hbm_cap_bytes() const;
   // The model whose slot holds the GPUs ("" before the first warm-up); a

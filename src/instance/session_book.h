@@ -73,14 +73,11 @@ class SessionBook {
 
   // The session's entry, added (as the least recently used) if absent.
   Session& Add(const std::string& id);
-  Session* Find(const std::string& id) {
-    auto it = sessions_.find(id);
-    return it == sessions_.end() ? nullptr : it->second.get();
-  }
   const Session* Find(const std::string& id) const {
     auto it = sessions_.find(id);
     return it == sessions_.end() ? nullptr : it->second.get();
   }
+  Session* Find(const std::string& id) { return const_cast<Session*>(std::as_const(*this).Find(id)); }
   // The session whose chains the host registry keeps under `owner`, or null.
   Session* ByOwner(ChainOwner owner);
   std::size_t size() const { return sessions_.size(); }

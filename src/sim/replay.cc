@@ -20,8 +20,8 @@ namespace {
 
 struct SessionRun {
   std::vector<std::uint32_t> calls;  // trace indices in call order
-  std::size_t next = 0;            // next call to release
-  TraceSessionContext context;     // the call in flight's context blocks
+  std::size_t next = 0;              // next call to release
+  TraceSessionContext context;       // the call in flight's context blocks
   std::int32_t last_instance = -1;
   TimePoint first_intended;
 };
@@ -89,7 +89,7 @@ class Driver final : public InstanceEvents {
     block_tokens_ = cluster.instances.front().block_tokens;
     step_seq_.resize(instances_.size());
     if (trace.calls.size() > std::numeric_limits<std::uint32_t>::max()) {
-      throw InputError("trace", "more than 2^32 calls");
+      throw InputError("trace", "2^32 calls or more: the replay indexes calls in 32 bits");
     }
     std::size_t continuations = 0;
     for (const auto& s : GroupSessions(trace)) {
