@@ -2,6 +2,8 @@
 
 #include "server/asio_timer.h"
 
+#include "server/asio_io.h"
+
 #include <boost/asio.hpp>
 #include <chrono>
 
@@ -21,7 +23,7 @@ void AsioTimer::At(TimePoint at, std::function<void()> fn) {
   const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(ahead / time_scale_);
   auto& io = loop_.context();
   boost::asio::post(io, [&io, wall, fn = std::move(fn)]() mutable {
-    auto timer = std::make_shared<boost::asio::steady_timer>(io, wall);
+    auto timer = std::make_shared<io::Timer>(io, wall);
     timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
       if (!ec) fn();
     });

@@ -27,7 +27,7 @@ std::chrono::steady_clock::time_point PeriodFromNow(double keepalive_s) {
 
 }  // namespace
 
-net::awaitable<void> CallAnswer::Write(Stream& stream, Response res, const std::string& label) {
+io::Task<void> CallAnswer::Write(Stream& stream, Response res, const std::string& label) {
   metrics_.requests.Add(label + "," + std::to_string(res.result_int()));
   if (draining_) res.keep_alive(false);
   stream.expires_after(WallSeconds(limits_.write_timeout_s));
@@ -37,17 +37,17 @@ net::awaitable<void> CallAnswer::Write(Stream& stream, Response res, const std::
   stream.expires_never();
 }
 
-net::awaitable<void> CallAnswer::WriteChunk(Stream& stream, std::string_view bytes) {
+io::Task<void> CallAnswer::WriteChunk(Stream& stream, std::string_view bytes) {
   stream.expires_after(WallSeconds(limits_.write_timeout_s));
   char size[24];
   const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
   const std::array<net::const_buffer, 3> chunk{net::buffer(size, static_cast<std::size_t>(n)),
                                                 net::buffer(bytes.data(), bytes.size()), net::buffer("\r\n", 2)};
-  co_await net::async_write(stream, chunk, net::use_awaitable);
+  co_await net::async_write(stream, chunk, io::use_task);
   stream.expires_never();
 }
 
-net::awaitable<void> CallAnswer::WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
+io::Task<void> CallAnswer::WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
                                                   const char* content_type) {
   http::response<http::empty_body> res{http::status::ok, req.version()};
   res.set(http::field::content_type, content_type);
@@ -63,25 +63,26 @@ net::awaitable<void> CallAnswer::WriteChunkedHead(Stream& stream, const Request&
   stream.expires_never();
 }
 
-net::awaitable<void> CallAnswer::WriteLastChunk(Stream& stream) {
+io::Task<void> CallAnswer::WriteLastChunk(Stream& stream) {
   stream.expires_after(WallSeconds(limits_.write_timeout_s));
-  co_await net::async_write(stream, net::buffer("0\r\n\r\n", 5), net::use_awaitable);
+  co_await net::async_write(stream, net::buffer("0\r\n\r\n", 5), io::use_task);
   stream.expires_never();
 }
 
 std::shared_ptr<bool> CallAnswer::WatchForHangup(Stream& stream, std::int64_t handle,
                                                  const std::shared_ptr<CallChannel>& channel) {
   auto watching = std::make_shared<bool>(true);
-  tcp::socket* socket = &stream.socket();
-  socket->async_wait(tcp::socket::wait_read, [this, socket, handle, watching, channel](boost::system::error_code ec) {
+  io::Socket* socket = &stream.socket();
+  socket->async_wait(io::Socket::wait_read, [this, socket, handle, watching, channel](boost::system::error_code ec) {
     if (ec || !*watching) return;
     char c;
-    const std::size_t n = socket->receive(net::buffer(&c, 1), tcp::socket::message_peek, ec);
+    const std::size_t n = socket->receive(net::buffer(&c, 1), io::Socket::message_peek, ec);
     if (n > 0 && !ec) return;  // a pipelined request: the client is there
     service_.Cancel(handle);
-    Event& left = channel->events.emplace_back();
+    Event left;
     left.kind = Event::Kind::kError;
     left.error = MakeError(499, "invalid_request_error", "client_closed", "the client closed the connection");
+    channel->Push(std::move(left));
     channel->timer.cancel();
   });
   return watching;
@@ -94,7 +95,7 @@ void CallAnswer::StopWatching(Stream& stream, std::shared_ptr<bool>& watching) {
   stream.socket().cancel(ec);  // the pending wait ends (aborted)
 }
 
-net::awaitable<void> CallAnswer::Answer(Stream& stream, const Request& req, bool stream_answer, const std::string& label,
+io::Task<void> CallAnswer::Answer(Stream& stream, const Request& req, bool stream_answer, const std::string& label,
                                         std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
                                         const AnswerHead& head) {
   if (stream_answer) {
@@ -107,7 +108,7 @@ net::awaitable<void> CallAnswer::Answer(Stream& stream, const Request& req, bool
 // The next event of a streamed call; with a keep-alive period, a comment
 // line goes out each time one passes without an event (the stream's head
 // is out), so the client can tell a slow call from a hung server.
-net::awaitable<Event> CallAnswer::NextStreamEvent(Stream& stream, CallChannel& channel, double keepalive_s) {
+io::Task<Event> CallAnswer::NextStreamEvent(Stream& stream, CallChannel& channel, double keepalive_s) {
   for (;;) {
     std::optional<Event> e = co_await NextEvent(channel, PeriodFromNow(keepalive_s));
     if (e.has_value()) co_return std::move(*e);
@@ -122,7 +123,7 @@ net::awaitable<Event> CallAnswer::NextStreamEvent(Stream& stream, CallChannel& c
 // answer, and the link can tell a slow call from a hung instance. An error
 // after the head is out is the 200's body (its `error` object, with
 // `error.status`). An answer within the first period goes out as usual.
-net::awaitable<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req, const std::string& label,
+io::Task<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req, const std::string& label,
                                              std::int64_t handle, CallChannel& channel,
                                              std::shared_ptr<bool>& watching, const AnswerHead& head) {
   const double keepalive_s = KeepaliveSeconds(req);
@@ -167,7 +168,7 @@ net::awaitable<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req,
 // unless the client asked for keep-alives: then the head goes out at once
 // and an error before the first token is an error event. From the head on,
 // a write notices a client that left.
-net::awaitable<void> CallAnswer::AnswerStream(Stream& stream, const Request& req, const std::string& label,
+io::Task<void> CallAnswer::AnswerStream(Stream& stream, const Request& req, const std::string& label,
                                               std::int64_t handle, CallChannel& channel,
                                               std::shared_ptr<bool>& watching, const AnswerHead& head) {
   const double keepalive_s = KeepaliveSeconds(req);

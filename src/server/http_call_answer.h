@@ -23,7 +23,7 @@ namespace talaria::http_front {
 
 class CallAnswer {
  public:
-  using Stream = boost::beast::tcp_stream;
+  using Stream = io::Stream;
 
   // `draining` is the server's flag (read on its I/O thread, as every
   // method here runs): a draining server closes the connection after it.
@@ -33,8 +33,8 @@ class CallAnswer {
   // Every write has write_timeout_s to go out: a client that stopped
   // reading loses its connection instead of holding it. `label` is the
   // endpoint's label in the requests metric.
-  net::awaitable<void> Write(Stream& stream, Response res, const std::string& label);
-  net::awaitable<void> WriteChunk(Stream& stream, std::string_view bytes);
+  io::Task<void> Write(Stream& stream, Response res, const std::string& label);
+  io::Task<void> WriteChunk(Stream& stream, std::string_view bytes);
 
   // While a client waits for its call's first event (or, not streaming, its
   // whole answer), nothing is written to it, so a client that left is seen
@@ -48,20 +48,20 @@ class CallAnswer {
 
   // The call's answer, whole or streamed as `req` asked; `watching` is its
   // hangup watch (null when the call was refused at once).
-  net::awaitable<void> Answer(Stream& stream, const Request& req, bool stream_answer, const std::string& label,
+  io::Task<void> Answer(Stream& stream, const Request& req, bool stream_answer, const std::string& label,
                               std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
                               const AnswerHead& head);
 
  private:
-  net::awaitable<void> AnswerWhole(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
+  io::Task<void> AnswerWhole(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
                                    CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
-  net::awaitable<void> AnswerStream(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
+  io::Task<void> AnswerStream(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
                                     CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
-  net::awaitable<Event> NextStreamEvent(Stream& stream, CallChannel& channel, double keepalive_s);
+  io::Task<Event> NextStreamEvent(Stream& stream, CallChannel& channel, double keepalive_s);
   // A 200 head whose body follows in chunks (counted in the requests metric).
-  net::awaitable<void> WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
+  io::Task<void> WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
                                         const char* content_type);
-  net::awaitable<void> WriteLastChunk(Stream& stream);
+  io::Task<void> WriteLastChunk(Stream& stream);
 
   CompletionService& service_;
   ServerMetrics& metrics_;

@@ -15,26 +15,26 @@ std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta
   return {};
 }
 
-net::awaitable<std::optional<Event>> NextEvent(CallChannel& channel, std::chrono::steady_clock::time_point deadline) {
-  while (channel.events.empty()) {
+io::Task<std::optional<Event>> NextEvent(CallChannel& channel, std::chrono::steady_clock::time_point deadline) {
+  while (channel.Empty()) {
     if (std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
     boost::system::error_code ec;
     channel.timer.expires_at(deadline);
-    co_await channel.timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+    co_await channel.timer.async_wait(net::redirect_error(io::use_task, ec));
   }
-  Event e = std::move(channel.events.front());
-  channel.events.pop_front();
-  co_return e;
+  co_return channel.Pop();
 }
 
 void Sink::Post(Event e) {
   if (channel_.expired()) return;  // the connection is gone
   std::lock_guard<std::mutex> lock(gate_->mu);
   if (!gate_->open) return;  // the server has stopped
-  net::post(gate_->ex, [weak = channel_, e = std::move(e)]() mutable {
+  // On the server's own thread (a gateway's instance links share it) the
+  // event is delivered at once; from a service thread it is posted.
+  net::dispatch(gate_->ex, [weak = channel_, e = std::move(e)]() mutable {
     const std::shared_ptr<CallChannel> channel = weak.lock();
     if (channel == nullptr) return;  // the connection is gone
-    channel->events.push_back(std::move(e));
+    channel->Push(std::move(e));
     channel->timer.cancel();
   });
 }

@@ -8,13 +8,14 @@
 #include <utility>  // before Boost 1.74's asio (see http_server.cc)
 
 #include <boost/asio.hpp>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "server/asio_io.h"
 #include "server/http_responses.h"
 #include "server/openai_api.h"
 #include "server/openai_encode.h"
@@ -40,10 +41,29 @@ http_front::Response CompletionResponse(const Request& req, const AnswerHead& he
 // or an error.
 std::string StreamEvent(const AnswerHead& head, const Event& e, bool first_delta);
 
-struct CallChannel {
-  explicit CallChannel(net::any_io_executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}
-  std::deque<Event> events;
-  net::steady_timer timer;  // cancelled to wake the waiting coroutine
+// A call's events in arrival order. A whole answer brings one or two, so
+// the first two live inside the channel (a deque allocated a map and a
+// block per call); a long stream's drained queue is reused from the start.
+class CallChannel {
+ public:
+  explicit CallChannel(io::Executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}
+  void Push(Event e) { events_.push_back(std::move(e)); }
+  bool Empty() const { return next_ == events_.size(); }
+  // The oldest event not yet taken; the channel must not be Empty().
+  Event Pop() {
+    Event e = std::move(events_[next_++]);
+    if (Empty()) {
+      events_.clear();
+      next_ = 0;
+    }
+    return e;
+  }
+
+  io::Timer timer;  // cancelled to wake the waiting coroutine
+
+ private:
+  boost::container::small_vector<Event, 2> events_;
+  std::size_t next_ = 0;
 };
 
 // Where calls' sinks post their reports: the server's executor while the
@@ -51,10 +71,10 @@ struct CallChannel {
 // is gone, whichever of the server and the service a process tears down
 // first (instance threads report until their service stops).
 struct PostGate {
-  explicit PostGate(net::any_io_executor e) : ex(std::move(e)) {}
+  explicit PostGate(io::Executor e) : ex(std::move(e)) {}
   std::mutex mu;
   bool open = true;  // guarded by mu
-  net::any_io_executor ex;
+  io::Executor ex;
 };
 
 // The channel belongs to the connection's coroutine (its timer to the
@@ -78,7 +98,7 @@ class Sink final : public CompletionSink {
 };
 
 // Waits for the next event of a call; nullopt once `deadline` passes first.
-net::awaitable<std::optional<Event>> NextEvent(
+io::Task<std::optional<Event>> NextEvent(
     CallChannel& channel, std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 }  // namespace talaria::http_front

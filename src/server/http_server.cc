@@ -49,7 +49,7 @@ struct HttpServer::Impl {
   std::uint16_t port;
   std::shared_ptr<IoLoop> loop;
   net::io_context& io;
-  tcp::acceptor acceptor{io};
+  io::Acceptor acceptor{io};
   std::shared_ptr<PostGate> gate;
   std::int64_t next_id = 0;
   bool started = false;
@@ -60,7 +60,7 @@ struct HttpServer::Impl {
 
   // What a drain waits for and ends (the I/O thread's alone).
   struct Open {
-    beast::tcp_stream* stream = nullptr;
+    io::Stream* stream = nullptr;
     bool idle = true;  // waiting for the first byte of a request
   };
   struct Active {
@@ -82,12 +82,12 @@ struct HttpServer::Impl {
       : service(s), host(std::move(h)), port(p), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()),
         gate(std::make_shared<PostGate>(io.get_executor())), metrics(s.metrics()), limits(lim) {}
 
-  net::awaitable<void> Accept() {
+  io::Task<void> Accept() {
     std::chrono::milliseconds backoff{0};
-    net::steady_timer pause(io);
+    io::Timer pause(io);
     for (;;) {
       boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
+      io::Socket socket = co_await acceptor.async_accept(net::redirect_error(io::use_task, ec));
       if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
         // Out of descriptors (EMFILE, ENFILE), buffers or memory, for now:
@@ -95,7 +95,7 @@ struct HttpServer::Impl {
         backoff = std::clamp(backoff * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
         metrics.requests.Add("accept,error");
         pause.expires_after(backoff);
-        co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+        co_await pause.async_wait(net::redirect_error(io::use_task, ec));
         continue;
       }
       backoff = std::chrono::milliseconds(0);
@@ -129,7 +129,7 @@ struct HttpServer::Impl {
     for (auto& [serial, a] : active) {
       const std::shared_ptr<CallChannel> channel = a.channel.lock();
       if (channel == nullptr || !service.Cancel(a.handle)) continue;  // finishing anyway
-      channel->events.push_back(Event{Event::Kind::kError, {}, {}, {}, ShuttingDown(drain_note)});
+      channel->Push(Event{Event::Kind::kError, {}, {}, {}, ShuttingDown(drain_note)});
       channel->timer.cancel();
       ++cut;
     }
@@ -163,7 +163,7 @@ struct HttpServer::Impl {
 
   // An answer to a request that could not be read whole: the connection
   // closes after it.
-  net::awaitable<void> Refuse(beast::tcp_stream& stream, int status, const char* code, const std::string& message) {
+  io::Task<void> Refuse(io::Stream& stream, int status, const char* code, const std::string& message) {
     Request req;
     req.version(11);
     req.keep_alive(false);
@@ -173,11 +173,11 @@ struct HttpServer::Impl {
     stream.expires_after(std::chrono::seconds(5));
     boost::system::error_code ec;
     metrics.requests.Add("other," + std::to_string(status));
-    co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+    co_await http::async_write(stream, res, net::redirect_error(io::use_task, ec));
   }
 
-  net::awaitable<void> Connection(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
+  io::Task<void> Connection(io::Socket socket) {
+    io::Stream stream(std::move(socket));
     beast::flat_buffer buffer;
     const std::uint64_t serial = next_serial++;
     Open& self = open[serial];  // references into the map survive rehashing
@@ -196,7 +196,7 @@ struct HttpServer::Impl {
             self.idle = true;
             stream.expires_after(WallSeconds(limits.idle_timeout_s));
             const std::size_t n =
-                co_await stream.async_read_some(buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
+                co_await stream.async_read_some(buffer.prepare(1024), net::redirect_error(io::use_task, ec));
             self.idle = false;
             if (ec) break;  // the client closed, stayed idle too long, or a drain closed it
             buffer.commit(n);
@@ -208,10 +208,10 @@ struct HttpServer::Impl {
           parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
           parser.body_limit(static_cast<std::uint64_t>(limits.max_body_bytes));
           stream.expires_at(first_byte + WallSeconds(std::min(limits.header_timeout_s, limits.request_timeout_s)));
-          co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+          co_await http::async_read_header(stream, buffer, parser, net::redirect_error(io::use_task, ec));
           if (!ec && !parser.is_done()) {
             stream.expires_at(first_byte + WallSeconds(limits.request_timeout_s));
-            co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+            co_await http::async_read(stream, buffer, parser, net::redirect_error(io::use_task, ec));
           }
           if (ec) {
             co_await RefuseUnread(stream, ec);
@@ -230,14 +230,14 @@ struct HttpServer::Impl {
     open.erase(serial);
     --metrics.connections;
     boost::system::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.socket().shutdown(io::Socket::shutdown_send, ec);
     CheckQuiet();
   }
 
   // Why a request could not be read, answered where the client is still
   // there to hear it (a closed or idle connection gets nothing).
   // (A timeout has closed the socket already: beast's stream closes it.)
-  net::awaitable<void> RefuseUnread(beast::tcp_stream& stream, const boost::system::error_code& ec) {
+  io::Task<void> RefuseUnread(io::Stream& stream, const boost::system::error_code& ec) {
     if (ec == http::error::header_limit) {
       co_return co_await Refuse(stream, 431, "header_too_large",
                                 "the request's header block exceeds " + std::to_string(limits.max_header_bytes) +
@@ -254,7 +254,7 @@ struct HttpServer::Impl {
     // Reset, broken pipe and the like: nobody to answer.
   }
 
-  net::awaitable<void> Write(beast::tcp_stream& stream, Response res, const std::string& endpoint) {
+  io::Task<void> Write(io::Stream& stream, Response res, const std::string& endpoint) {
     co_await calls.Write(stream, std::move(res), endpoint);
   }
 
@@ -268,7 +268,7 @@ struct HttpServer::Impl {
     std::string key;
     std::string label;
   };
-  using Handler = net::awaitable<void> (Impl::*)(beast::tcp_stream&, const Request&, const Target&);
+  using Handler = io::Task<void> (Impl::*)(io::Stream&, const Request&, const Target&);
   struct Route {
     http::verb method;
     std::string_view path;
@@ -293,7 +293,7 @@ struct HttpServer::Impl {
     return routes;
   }
 
-  net::awaitable<void> Handle(beast::tcp_stream& stream, const Request& req) {
+  io::Task<void> Handle(io::Stream& stream, const Request& req) {
     const std::string target(req.target());
     const auto question = target.find('?');
     const std::string path = target.substr(0, question);
@@ -326,7 +326,7 @@ struct HttpServer::Impl {
     co_await (this->*route->handler)(stream, req, t);
   }
 
-  net::awaitable<void> Health(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Health(io::Stream& stream, const Request& req, const Target& t) {
     Response res = HealthResponse(req);
     if (req.method() != http::verb::head) co_return co_await Write(stream, std::move(res), t.label);
     // HEAD (load balancers' probes): the GET answer's head, no body.
@@ -338,21 +338,21 @@ struct HttpServer::Impl {
     stream.expires_never();
   }
 
-  net::awaitable<void> Metrics(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Metrics(io::Stream& stream, const Request& req, const Target& t) {
     co_await Write(stream, MetricsResponse(req, service.RenderMetrics()), t.label);
   }
 
-  net::awaitable<void> Models(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Models(io::Stream& stream, const Request& req, const Target& t) {
     co_await Write(stream, ModelsResponse(req, service.Models()), t.label);
   }
 
-  net::awaitable<void> Telemetry(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Telemetry(io::Stream& stream, const Request& req, const Target& t) {
     json body = service.Telemetry();
     if (!service.IsOperator(t.key)) ScopeSessions(body, SessionScope(t.key));
     co_await Write(stream, JsonResponse(req, http::status::ok, body), t.label);
   }
 
-  net::awaitable<void> Timeline(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Timeline(io::Stream& stream, const Request& req, const Target& t) {
     std::vector<std::uint64_t> after;
     std::string error;
     if (!ParseTimelineCursors(t.query, service.TimelineInstances(), after, error)) {
@@ -364,12 +364,12 @@ struct HttpServer::Impl {
 
   // The dashboard's page and Chart.js, built in (web/web_assets.h); the
   // page asks for a key itself when the data endpoints need one.
-  net::awaitable<void> Dashboard(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Dashboard(io::Stream& stream, const Request& req, const Target& t) {
     const auto asset = t.path == "/dashboard" ? DashboardAsset::kPage : DashboardAsset::kChartJs;
     co_await Write(stream, DashboardAssetResponse(req, asset), t.label);
   }
 
-  net::awaitable<void> Admin(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Admin(io::Stream& stream, const Request& req, const Target& t) {
     if (!service.IsOperator(t.key)) {
       co_return co_await Write(stream, ErrorResponse(req, Forbidden()), t.label);
     }
@@ -398,7 +398,7 @@ struct HttpServer::Impl {
 
   // POST /v1/chat/completions and /v1/completions: one call, answered at
   // once or streamed as server-sent events.
-  net::awaitable<void> Completion(beast::tcp_stream& stream, const Request& req, const Target& t) {
+  io::Task<void> Completion(io::Stream& stream, const Request& req, const Target& t) {
     const bool chat = t.path == "/v1/chat/completions";
     const std::string& label = t.label;
     const std::string session_header = SessionHeader(req);

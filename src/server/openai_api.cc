@@ -345,14 +345,20 @@ std::string SessionScope(std::string_view api_key) {
   // The key itself never appears in the id (ids show up in telemetry).
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : api_key) h = (h ^ c) * 0x100000001b3ULL;
-  char prefix[20];
-  std::snprintf(prefix, sizeof prefix, "%016llx:", static_cast<unsigned long long>(Mix64(h)));
+  // 16 hex digits, zero-padded, and a colon (snprintf's "%016llx:" parsed
+  // its format on every call).
+  std::string prefix(17, '0');
+  const std::uint64_t id = Mix64(h);
+  for (int i = 0; i < 16; ++i) prefix[static_cast<std::size_t>(i)] = "0123456789abcdef"[(id >> (60 - 4 * i)) & 0xf];
+  prefix[16] = ':';
   return prefix;
 }
 
 std::string ScopedSessionId(std::string_view api_key, std::string_view session_id) {
   if (session_id.empty()) return {};
-  return SessionScope(api_key) + std::string(session_id);
+  std::string id = SessionScope(api_key);
+  id.append(session_id);
+  return id;
 }
 
 std::string RenderChat(const std::vector<ChatMessage>& messages) {

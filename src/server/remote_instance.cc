@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "server/asio_io.h"
 #include "server/openai_decode.h"
 #include "server/openai_encode.h"
 #include "server/telemetry_json.h"
@@ -33,7 +34,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 using nlohmann::json;
-using Stream = beast::tcp_stream;
+using Stream = io::Stream;
 using HeaderParser = http::response_parser<http::empty_body>;
 
 // A generous bound on a telemetry body (a snapshot lists cached sessions).
@@ -57,14 +58,15 @@ struct OutgoingRequest {
   std::string body;
 };
 OutgoingRequest MakeRequest(std::string_view method, std::string_view target, const std::string& host,
-                            const std::string& key, std::string body, std::string_view extra = {}) {
+                            const std::string& key, std::string body, std::string_view extra = {},
+                            std::string_view more = {}) {
   OutgoingRequest req{{}, std::move(body)};
   std::string& out = req.head;
-  out.reserve(160 + target.size() + host.size() + key.size() + extra.size());
+  out.reserve(160 + target.size() + host.size() + key.size() + extra.size() + more.size());
   out.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ").append(host);
   out.append("\r\nUser-Agent: talaria-gateway\r\n");
   if (!key.empty()) out.append("Authorization: Bearer ").append(key).append("\r\n");
-  out.append(extra);
+  out.append(extra).append(more);
   if (!req.body.empty()) {
     out.append("Content-Type: application/json\r\nContent-Length: ").append(std::to_string(req.body.size()));
     out.append("\r\n");
@@ -117,8 +119,16 @@ struct RemoteInstanceLink::Impl {
   std::unordered_map<std::int64_t, std::shared_ptr<RemoteCall>> live;  // guarded by mu
   TimelineCache timeline;  // the instance's recent slots, while a dashboard watches
 
+  // Every call's keep-alive header line, rendered once (formatting a
+  // double per call was ~2% of the gateway's instructions).
+  std::string keepalive_line;
+
   Impl(const std::string& n, RemoteLinkOptions o, std::shared_ptr<IoLoop> l)
-      : name(n), options(o), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {}
+      : name(n), options(o), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {
+    if (options.keepalive_s > 0) {
+      keepalive_line.append(kKeepaliveHeader).append(": ").append(std::to_string(options.keepalive_s)).append("\r\n");
+    }
+  }
 
   bool Cancelled(RemoteCall& rc) {
     std::lock_guard<std::mutex> lock(mu);
@@ -184,7 +194,7 @@ struct RemoteInstanceLink::Impl {
   // fresh one: the instance never had the request). Null (with `failure`)
   // when the exchange failed. `header_timeout_s` bounds the wait for the
   // header (0: ExpectBytes decides).
-  net::awaitable<std::unique_ptr<Stream>> Exchange(const OutgoingRequest& req, beast::flat_buffer& buffer,
+  io::Task<std::unique_ptr<Stream>> Exchange(const OutgoingRequest& req, beast::flat_buffer& buffer,
                                                    std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
                                                    RemoteCall* rc, Failure& failure) {
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -194,7 +204,7 @@ struct RemoteInstanceLink::Impl {
       if (!reused) {
         conn = std::make_unique<Stream>(io);
         conn->expires_after(WallSeconds(options.connect_timeout_s));
-        co_await conn->async_connect(endpoint, net::redirect_error(net::use_awaitable, ec));
+        co_await conn->async_connect(endpoint, net::redirect_error(io::use_task, ec));
         if (ec) {
           failure.why = "connect to " + host_header + ": " + ec.message();
           co_return nullptr;
@@ -207,7 +217,7 @@ struct RemoteInstanceLink::Impl {
       }
       conn->expires_after(std::chrono::seconds(30));
       const std::array<net::const_buffer, 2> bytes{net::buffer(req.head), net::buffer(req.body)};
-      co_await net::async_write(*conn, bytes, net::redirect_error(net::use_awaitable, ec));
+      co_await net::async_write(*conn, bytes, net::redirect_error(io::use_task, ec));
       if (ec) {
         if (rc != nullptr) rc->stream = nullptr;
         failure.why = std::string(reused ? "kept-alive" : "new") + " connection to " + host_header +
@@ -222,7 +232,7 @@ struct RemoteInstanceLink::Impl {
       } else {
         ExpectBytes(*conn);
       }
-      co_await http::async_read_header(*conn, buffer, *parser, net::redirect_error(net::use_awaitable, ec));
+      co_await http::async_read_header(*conn, buffer, *parser, net::redirect_error(io::use_task, ec));
       if (!ec) co_return conn;
       if (rc != nullptr) rc->stream = nullptr;
       failure.delivered = true;
@@ -253,24 +263,21 @@ struct RemoteInstanceLink::Impl {
     }
   }
 
-  net::awaitable<void> RunCall(std::shared_ptr<RemoteCall> rc) {
+  io::Task<void> RunCall(std::shared_ptr<RemoteCall> rc) {
     // With keep-alives silence means a hung instance: a stream gets comment
     // lines, a whole answer leading spaces, in every period without output.
     const bool upstream_stream = rc->call->stream;
-    std::string extra;
-    if (options.keepalive_s > 0) {
-      extra.append(kKeepaliveHeader).append(": ").append(std::to_string(options.keepalive_s)).append("\r\n");
-    }
     // The agent's hints reach the instance's scheduler too (its slot holds).
+    std::string hints;
     if (rc->call->expected_tool_s >= 0) {
-      extra.append("X-Expected-Tool-Seconds: ").append(std::to_string(rc->call->expected_tool_s)).append("\r\n");
+      hints.append("X-Expected-Tool-Seconds: ").append(std::to_string(rc->call->expected_tool_s)).append("\r\n");
     }
-    if (rc->call->session_end) extra.append("X-Session-End: true\r\n");
+    if (rc->call->session_end) hints.append("X-Session-End: true\r\n");
     const OutgoingRequest req = MakeRequest(
         "POST", "/v1/completions", host_header, rc->call->api_key,
         TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
                             rc->call->session_id),
-        extra);
+        keepalive_line, hints);
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;
@@ -283,7 +290,7 @@ struct RemoteInstanceLink::Impl {
     const int status = static_cast<int>(header->get().result_int());
     if (status != 200) {  // an error answered before any output
       http::response_parser<http::string_body> body{std::move(*header)};
-      co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+      co_await http::async_read(*conn, buffer, body, net::redirect_error(io::use_task, ec));
       rc->stream = nullptr;
       const ApiError e = ec ? UnreachableError(name, "reading its error answer: " + ec.message())
                             : Answered(ApiError::FromResponse(status, body.get().body()));
@@ -296,7 +303,7 @@ struct RemoteInstanceLink::Impl {
       body.body_limit(boost::none);
       while (!body.is_done()) {  // each read bounded by the silence allowed
         ExpectBytes(*conn);
-        co_await http::async_read_some(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+        co_await http::async_read_some(*conn, buffer, body, net::redirect_error(io::use_task, ec));
         if (ec) break;
       }
       rc->stream = nullptr;
@@ -329,7 +336,7 @@ struct RemoteInstanceLink::Impl {
       // read_some: relay what arrived (an event is a few hundred bytes), not
       // what fills the buffer, or tokens reach the client in 16 KB bursts.
       ExpectBytes(*conn);
-      co_await http::async_read_some(*conn, buffer, stream, net::redirect_error(net::use_awaitable, ec));
+      co_await http::async_read_some(*conn, buffer, stream, net::redirect_error(io::use_task, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) break;
       sse.Feed(chunk.get(), kChunk - stream.get().body().size,
@@ -353,7 +360,7 @@ struct RemoteInstanceLink::Impl {
 
   // A poll's GET: the body of a 200 answer within the poll timeout (the
   // connection kept for reuse), or nullopt.
-  net::awaitable<std::optional<std::string>> PollGet(const std::string& target) {
+  io::Task<std::optional<std::string>> PollGet(const std::string& target) {
     const OutgoingRequest req = MakeRequest("GET", target, host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
@@ -364,13 +371,13 @@ struct RemoteInstanceLink::Impl {
     body.body_limit(kMaxTelemetryBytes);
     boost::system::error_code ec;
     conn->expires_after(WallSeconds(options.poll_timeout_s));
-    co_await http::async_read(*conn, buffer, body, net::redirect_error(net::use_awaitable, ec));
+    co_await http::async_read(*conn, buffer, body, net::redirect_error(io::use_task, ec));
     if (ec) co_return std::nullopt;
     if (body.keep_alive()) Pool(std::move(conn));
     co_return std::move(body.get().body());
   }
 
-  net::awaitable<void> RunPoll(std::function<void(std::optional<InstanceTelemetry>)> done) {
+  io::Task<void> RunPoll(std::function<void(std::optional<InstanceTelemetry>)> done) {
     std::optional<InstanceTelemetry> result;
     if (auto text = co_await PollGet("/v1/telemetry")) result = ParseTelemetry(*text);
     const bool answered = result.has_value();
@@ -380,7 +387,7 @@ struct RemoteInstanceLink::Impl {
     if (answered && timeline.Wanted(std::chrono::steady_clock::now(), after)) co_await PollTimeline(after);
   }
 
-  net::awaitable<void> PollTimeline(std::uint64_t after) {
+  io::Task<void> PollTimeline(std::uint64_t after) {
     const auto text = co_await PollGet("/v1/timeline?after=" + std::to_string(after));
     if (!text) co_return;
     const json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);

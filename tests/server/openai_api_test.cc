@@ -46,6 +46,16 @@ TEST(OpenAiApiTest, SessionHeaderWinsOverBodyFields) {
   EXPECT_EQ(b.session_id, "body");
 }
 
+// Scoped session ids live in shared session stores (Redis) across gateway
+// releases, so their form is fixed: 16 lowercase hex digits of the key's
+// FNV-1a hash through SplitMix64's finaliser, a colon, the client's id
+// (the expected values computed outside C++ from that definition).
+TEST(OpenAiApiTest, ScopedSessionIdsKeepTheirForm) {
+  EXPECT_EQ(SessionScope(""), "c3817c016ba4ff30:");
+  EXPECT_EQ(ScopedSessionId("sk-tenant-a", "agent"), "b4160461bb9f9bf3:agent");
+  EXPECT_EQ(ScopedSessionId("sk-tenant-a", ""), "");
+}
+
 TEST(OpenAiApiTest, CompletionsTakeTextOrTokenIds) {
   const auto text = Ok(ParseCompletion(R"({"model":"m","prompt":"once upon"})", ""));
   EXPECT_FALSE(text.chat);
