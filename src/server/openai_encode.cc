@@ -6,15 +6,26 @@
 namespace talaria {
 namespace {
 
+// Appends `n` in decimal, in place (no temporary string per number).
+void AppendInt(std::string& out, std::int64_t n) {
+  char digits[24];
+  const auto r = std::to_chars(digits, digits + sizeof digits, n);
+  out.append(digits, r.ptr);
+}
+
 // Appends ,"usage":{...},"talaria":{...}: token counts, and the Talaria
 // extension (where the call ran and where its prefix KV came from; the
 // gateway's completion hook reads it).
 void AppendUsage(std::string& out, const Usage& u) {
-  out += ",\"usage\":{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
-         ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
-         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) +
-         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
-  out += ",\"talaria\":{\"kv_source\":";
+  out += ",\"usage\":{\"prompt_tokens\":";
+  AppendInt(out, u.prompt_tokens);
+  out += ",\"completion_tokens\":";
+  AppendInt(out, u.completion_tokens);
+  out += ",\"total_tokens\":";
+  AppendInt(out, u.prompt_tokens + u.completion_tokens);
+  out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+  AppendInt(out, u.cached_tokens);
+  out += "}},\"talaria\":{\"kv_source\":";
   AppendQuoted(out, u.kv_source);
   out += ",\"instance\":";
   AppendQuoted(out, u.instance);
@@ -27,7 +38,9 @@ void AppendHead(std::string& out, const AnswerHead& head, const char* object) {
   AppendQuoted(out, head.id);
   out += ",\"object\":\"";
   out += object;
-  out += "\",\"created\":" + std::to_string(head.created) + ",\"model\":";
+  out += "\",\"created\":";
+  AppendInt(out, head.created);
+  out += ",\"model\":";
   AppendQuoted(out, head.model);
 }
 
@@ -119,13 +132,13 @@ std::string TokenCompletionBody(std::string_view model, std::span<const std::int
   out.reserve(96 + model.size() + 8 * prompt.size() + session_id.size());
   AppendQuoted(out, model);
   out += ",\"prompt\":[";
-  char digits[16];
   for (std::size_t i = 0; i < prompt.size(); ++i) {
     if (i > 0) out += ',';
-    const auto r = std::to_chars(digits, digits + sizeof digits, prompt[i]);
-    out.append(digits, r.ptr);
+    AppendInt(out, prompt[i]);
   }
-  out += "],\"max_tokens\":" + std::to_string(max_tokens) + ",\"stream\":" + (stream ? "true" : "false");
+  out += "],\"max_tokens\":";
+  AppendInt(out, max_tokens);
+  out += stream ? ",\"stream\":true" : ",\"stream\":false";
   if (!session_id.empty()) {
     out += ",\"session_id\":";
     AppendQuoted(out, session_id);

@@ -240,6 +240,37 @@ TEST_F(HttpServerTest, AClientThatLeavesWhileWaitingHasItsCallCancelled) {
   EXPECT_EQ(MetricValue(metrics, "talaria_calls_accepted_total"), 2u);
 }
 
+// Bytes that reach a waiting call's socket are a pipelined request, not a
+// hang-up: the watch peeks at them and leaves them for the next read, so
+// both calls are answered in order. The second request is written only
+// once the first call is accepted (400 tokens at time scale 10 take about
+// 0.4 s), so it arrives while the first is being watched.
+TEST_F(HttpServerTest, APipelinedRequestIsNotTakenForAHangup) {
+  StartServer({}, 10);
+  net::io_context io;
+  tcp::socket socket(io);
+  socket.connect({net::ip::make_address("127.0.0.1"), port_});
+  const auto request = [](int max_tokens) {
+    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
+    req.set(http::field::host, "localhost");
+    req.body() = R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) +
+                 R"(,"messages":[{"role":"user","content":"x"}]})";
+    req.prepare_payload();
+    return req;
+  };
+  http::write(socket, request(400));
+  ASSERT_TRUE(testing::Eventually([&] { return gateway_->metrics().accepted.load() == 1; }));
+  http::write(socket, request(4));
+  beast::flat_buffer buffer;
+  for (int k = 0; k < 2; ++k) {
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    EXPECT_EQ(res.result_int(), 200) << res.body();
+  }
+  EXPECT_EQ(gateway_->metrics().completed.load(), 2u);
+  EXPECT_EQ(gateway_->metrics().failed.load(), 0u);
+}
+
 // Under concurrent load, with some clients leaving mid-stream, every
 // accepted call ends as completed or failed.
 TEST_F(HttpServerTest, UnderLoadAcceptedEqualsCompletedPlusFailed) {
