@@ -95,6 +95,7 @@ void RealtimeInstance::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -116,14 +117,17 @@ void RealtimeInstance::Submit(CallRequest call, Callbacks callbacks) {
   p->call.chain = p->chain;
   p->call.prompt_ids = p->prompt;
   p->callbacks = std::move(callbacks);
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox_.push_back(std::move(p));
+    wake = idle_;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_one();
 }
 
 bool RealtimeInstance::Cancel(std::int64_t call_id) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Still waiting in the inbox: never reached the scheduler.
@@ -138,8 +142,9 @@ bool RealtimeInstance::Cancel(std::int64_t call_id) {
     cancelled_.push_back(std::move(it->second));  // a step in flight may still read it
     in_flight_.erase(it);
     cancels_.push_back(call_id);  // the scheduler drops it between steps
+    wake = idle_;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_one();
   return true;
 }
 
@@ -169,13 +174,15 @@ InstanceCounters RealtimeInstance::Counters() {
 
 Instance::AdminResult RealtimeInstance::Admin(const std::string& model, bool open) {
   Instance::AdminResult r;
+  bool wake = false;
   {
     // Residency flags only: safe between steps and while one runs (a switch
     // in flight already made its target active, which Close refuses).
     std::lock_guard<std::mutex> lock(mu_);
     r = open ? instance_.AdminOpen(model) : instance_.AdminClose(model);
+    wake = idle_;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_one();
   return r;
 }
 
@@ -210,6 +217,7 @@ void RealtimeInstance::Loop() {
     if (step.kind == Instance::Step::Kind::kIdle) {
       const auto wake = step.wake_at;
       const auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); };
+      idle_ = true;
       if (wake == TimePoint::max()) {
         cv_.wait(lock, has_work);
       } else {
@@ -217,6 +225,7 @@ void RealtimeInstance::Loop() {
             (wake - now) / time_scale_);
         cv_.wait_for(lock, wall, has_work);
       }
+      idle_ = false;
       continue;
     }
     if (engine_->emulated()) {
@@ -224,7 +233,7 @@ void RealtimeInstance::Loop() {
       // An emulated step holds the (virtual) GPU for its duration; new
       // submissions queue meanwhile and join at the next boundary.
       const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took / time_scale_);
-      cv_.wait_for(lock, wall, [&] { return stop_; });
+      stop_cv_.wait_for(lock, wall, [&] { return stop_; });
       if (stop_) break;
       runner_.Commit(now + took);
     } else {

@@ -122,7 +122,14 @@ class RealtimeInstance {
   double time_scale_;
   std::shared_ptr<const SteadyClock> clock_;
   std::mutex mu_;
+  // Work arrived (a call, a cancel, an admin change, stop): notified only
+  // while the loop waits idle for it (idle_). An emulated step sleeps on
+  // stop_cv_ instead, which only Stop() wakes: under load a submission per
+  // step used to wake the sleeping step for nothing (two futex calls and a
+  // context switch each).
   std::condition_variable cv_;
+  std::condition_variable stop_cv_;
+  bool idle_ = false;  // guarded by mu_
   std::deque<std::unique_ptr<Pending>> inbox_;            // guarded by mu_
   std::unordered_map<std::int64_t, std::unique_ptr<Pending>> in_flight_;  // guarded by mu_
   std::vector<std::int64_t> cancels_;                                     // guarded by mu_
