@@ -273,6 +273,10 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   // A hybrid model's state is checkpointed at the context's end: with its
   // partial last block when the context ends inside one.
   s.partial = m.profile->family == AttentionFamily::kHybrid ? r.call.context_partial : 0;
+  // Another call of this session that ran alongside this one and finished
+  // first left its context's KV here: this context replaces it (admission
+  // took the session's blocks into the request, so the two never overlap).
+  if (!s.blocks.empty()) pool_.Free(s.blocks);
   s.blocks = std::move(r.blocks);
   sessions_.TrackDevice(s);
   s.model = r.model;

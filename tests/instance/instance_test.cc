@@ -656,6 +656,31 @@ TEST(HotInstanceTest, ContinuousBatchingAdmitsAtBoundaries) {
   EXPECT_TRUE(h.switches().empty());
 }
 
+// Two calls of one session in flight at once (a client may send parallel
+// calls under one session id): each finish leaves the session the KV of
+// its own context, and the first finisher's, replaced, goes back to the
+// pool. The device then holds one call's blocks, as after a lone call (it
+// used to keep both: at 128 connections over 64 sessions a server leaked
+// its whole KV pool in seconds).
+TEST(HotInstanceTest, ParallelCallsOfOneSessionLeaveOneContextsKv) {
+  const auto used_after = [](std::vector<Harness::Call> calls) {
+    InstanceConfig c = Cold({"m"});
+    c.pool = Pool::kHot;
+    Harness h(c, {testing::TinyProfile("m")});
+    h.Warmup("m");
+    const std::size_t n = calls.size();
+    h.Run(std::move(calls));
+    EXPECT_EQ(h.finish_order().size(), n);
+    return h.instance().Occupancy().kv_used_bytes;
+  };
+  const std::int64_t one = used_after({{0, "a", 0, "m", 640, 0, 40}});
+  ASSERT_GT(one, 0);
+  // a1 enters while a0 decodes and finishes first.
+  EXPECT_EQ(used_after({{0, "a", 0, "m", 640, 0, 40}, {0.01, "a", 1, "m", 640, 0, 4}}), one);
+  // a0 finishes first.
+  EXPECT_EQ(used_after({{0, "a", 0, "m", 640, 0, 4}, {0.01, "a", 1, "m", 640, 0, 40}}), one);
+}
+
 // An engine slower than its profile (a wrapped engine, as fault injection
 // would be) shows up in telemetry as a measured/profiled scale above 1.
 TEST(InstanceTelemetryTest, ReportsMeasuredOverProfiledStepTime) {
