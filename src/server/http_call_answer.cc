@@ -48,7 +48,7 @@ io::Task<void> CallAnswer::WriteChunk(Stream& stream, std::string_view bytes) {
 }
 
 io::Task<void> CallAnswer::WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
-                                                  const char* content_type) {
+                                            const char* content_type) {
   http::response<http::empty_body> res{http::status::ok, req.version()};
   res.set(http::field::content_type, content_type);
   res.set(http::field::cache_control, "no-cache");
@@ -96,8 +96,8 @@ void CallAnswer::StopWatching(Stream& stream, std::shared_ptr<bool>& watching) {
 }
 
 io::Task<void> CallAnswer::Answer(Stream& stream, const Request& req, bool stream_answer, const std::string& label,
-                                        std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
-                                        const AnswerHead& head) {
+                                  std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
+                                  const AnswerHead& head) {
   if (stream_answer) {
     co_await AnswerStream(stream, req, label, handle, channel, watching, head);
   } else {
@@ -124,8 +124,8 @@ io::Task<Event> CallAnswer::NextStreamEvent(Stream& stream, CallChannel& channel
 // after the head is out is the 200's body (its `error` object, with
 // `error.status`). An answer within the first period goes out as usual.
 io::Task<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req, const std::string& label,
-                                             std::int64_t handle, CallChannel& channel,
-                                             std::shared_ptr<bool>& watching, const AnswerHead& head) {
+                                       std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
+                                       const AnswerHead& head) {
   const double keepalive_s = KeepaliveSeconds(req);
   auto deadline = PeriodFromNow(keepalive_s);
   std::string text;
@@ -169,8 +169,8 @@ io::Task<void> CallAnswer::AnswerWhole(Stream& stream, const Request& req, const
 // and an error before the first token is an error event. From the head on,
 // a write notices a client that left.
 io::Task<void> CallAnswer::AnswerStream(Stream& stream, const Request& req, const std::string& label,
-                                              std::int64_t handle, CallChannel& channel,
-                                              std::shared_ptr<bool>& watching, const AnswerHead& head) {
+                                        std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
+                                        const AnswerHead& head) {
   const double keepalive_s = KeepaliveSeconds(req);
   std::optional<Event> first;
   if (keepalive_s <= 0) {

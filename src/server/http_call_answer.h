@@ -49,18 +49,18 @@ class CallAnswer {
   // The call's answer, whole or streamed as `req` asked; `watching` is its
   // hangup watch (null when the call was refused at once).
   io::Task<void> Answer(Stream& stream, const Request& req, bool stream_answer, const std::string& label,
-                              std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
-                              const AnswerHead& head);
+                        std::int64_t handle, CallChannel& channel, std::shared_ptr<bool>& watching,
+                        const AnswerHead& head);
 
  private:
   io::Task<void> AnswerWhole(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
-                                   CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
+                             CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
   io::Task<void> AnswerStream(Stream& stream, const Request& req, const std::string& label, std::int64_t handle,
-                                    CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
+                              CallChannel& channel, std::shared_ptr<bool>& watching, const AnswerHead& head);
   io::Task<Event> NextStreamEvent(Stream& stream, CallChannel& channel, double keepalive_s);
   // A 200 head whose body follows in chunks (counted in the requests metric).
   io::Task<void> WriteChunkedHead(Stream& stream, const Request& req, const std::string& label,
-                                        const char* content_type);
+                                  const char* content_type);
   io::Task<void> WriteLastChunk(Stream& stream);
 
   CompletionService& service_;

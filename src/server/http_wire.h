@@ -47,20 +47,18 @@ void AppendHead(std::string& out, const http::header<kRequest, Fields>& msg) {
 
 // Writes `header` alone (its body, if any, follows in chunks or not at all).
 template <typename Stream, bool kRequest, typename Fields>
-io::Task<void> WriteHead(Stream& stream, const http::header<kRequest, Fields>& header,
-                                       boost::system::error_code& ec) {
+io::Task<void> WriteHead(Stream& stream, const http::header<kRequest, Fields>& header, boost::system::error_code& ec) {
   std::string head;
   head.reserve(256);
   AppendHead(head, header);
-  co_await boost::asio::async_write(stream, boost::asio::buffer(head),
-                                    boost::asio::redirect_error(io::use_task, ec));
+  co_await boost::asio::async_write(stream, boost::asio::buffer(head), boost::asio::redirect_error(io::use_task, ec));
 }
 
 // Writes `msg` whole: one rendered head and the body, in one write when
 // its body is delimited by Content-Length (or empty), else through Beast.
 template <typename Stream, bool kRequest, typename Fields>
 io::Task<void> Write(Stream& stream, const http::message<kRequest, http::string_body, Fields>& msg,
-                                   boost::system::error_code& ec) {
+                     boost::system::error_code& ec) {
   if (msg.chunked()) {
     co_await http::async_write(stream, msg, boost::asio::redirect_error(io::use_task, ec));
     co_return;

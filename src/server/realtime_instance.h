@@ -129,7 +129,7 @@ class RealtimeInstance {
   // context switch each).
   std::condition_variable cv_;
   std::condition_variable stop_cv_;
-  bool idle_ = false;  // guarded by mu_
+  bool idle_ = false;                                     // guarded by mu_
   std::deque<std::unique_ptr<Pending>> inbox_;            // guarded by mu_
   std::unordered_map<std::int64_t, std::unique_ptr<Pending>> in_flight_;  // guarded by mu_
   std::vector<std::int64_t> cancels_;                                     // guarded by mu_

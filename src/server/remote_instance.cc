@@ -48,7 +48,7 @@ struct RemoteCall {
   bool ended = false;        // guarded by Impl::mu
 };
 
-// A request to the instance, kept alive: its head's bytes (with `extra`,
+// A request to the instance, kept alive: its head's bytes (with `extra` and `more`,
 // whole header lines, after the usual fields) and its body, a JSON document
 // or none. The head is rendered straight into one string (a Beast request
 // would allocate each field on its own, on every call); the body, a long
@@ -195,8 +195,8 @@ struct RemoteInstanceLink::Impl {
   // when the exchange failed. `header_timeout_s` bounds the wait for the
   // header (0: ExpectBytes decides).
   io::Task<std::unique_ptr<Stream>> Exchange(const OutgoingRequest& req, beast::flat_buffer& buffer,
-                                                   std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
-                                                   RemoteCall* rc, Failure& failure) {
+                                             std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
+                                             RemoteCall* rc, Failure& failure) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       std::unique_ptr<Stream> conn = TakeIdle();
       const bool reused = conn != nullptr;
@@ -273,11 +273,10 @@ struct RemoteInstanceLink::Impl {
       hints.append("X-Expected-Tool-Seconds: ").append(std::to_string(rc->call->expected_tool_s)).append("\r\n");
     }
     if (rc->call->session_end) hints.append("X-Session-End: true\r\n");
-    const OutgoingRequest req = MakeRequest(
-        "POST", "/v1/completions", host_header, rc->call->api_key,
-        TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens, upstream_stream,
-                            rc->call->session_id),
-        keepalive_line, hints);
+    const OutgoingRequest req = MakeRequest("POST", "/v1/completions", host_header, rc->call->api_key,
+                                            TokenCompletionBody(rc->call->model, rc->call->prompt, rc->call->max_tokens,
+                                                                upstream_stream, rc->call->session_id),
+                                            keepalive_line, hints);
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
     Failure failure;
