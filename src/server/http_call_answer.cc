@@ -5,8 +5,8 @@
 #include "server/http_call_answer.h"
 
 #include <array>
+#include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <optional>
 
 #include "server/http_wire.h"
@@ -39,9 +39,11 @@ io::Task<void> CallAnswer::Write(Stream& stream, Response res, const std::string
 
 io::Task<void> CallAnswer::WriteChunk(Stream& stream, std::string_view bytes) {
   stream.expires_after(WallSeconds(limits_.write_timeout_s));
-  char size[24];
-  const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-  const std::array<net::const_buffer, 3> chunk{net::buffer(size, static_cast<std::size_t>(n)),
+  char size[24];  // the chunk's size in hex and its CRLF
+  char* end = std::to_chars(size, size + sizeof size - 2, bytes.size(), 16).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  const std::array<net::const_buffer, 3> chunk{net::buffer(size, static_cast<std::size_t>(end - size)),
                                                 net::buffer(bytes.data(), bytes.size()), net::buffer("\r\n", 2)};
   co_await net::async_write(stream, chunk, io::use_task);
   stream.expires_never();

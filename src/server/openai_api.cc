@@ -2,11 +2,11 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 
 #include <simdjson.h>
 
+#include "core/hex.h"
 #include "core/random.h"
 
 namespace talaria {
@@ -345,12 +345,9 @@ std::string SessionScope(std::string_view api_key) {
   // The key itself never appears in the id (ids show up in telemetry).
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : api_key) h = (h ^ c) * 0x100000001b3ULL;
-  // 16 hex digits, zero-padded, and a colon (snprintf's "%016llx:" parsed
-  // its format on every call).
-  std::string prefix(17, '0');
-  const std::uint64_t id = Mix64(h);
-  for (int i = 0; i < 16; ++i) prefix[static_cast<std::size_t>(i)] = "0123456789abcdef"[(id >> (60 - 4 * i)) & 0xf];
-  prefix[16] = ':';
+  std::string prefix;
+  AppendHex64(prefix, Mix64(h));
+  prefix += ':';
   return prefix;
 }
 

@@ -6,11 +6,11 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <initializer_list>
 #include <string_view>
 
 #include "core/error.h"
+#include "core/hex.h"
 
 namespace talaria {
 namespace {
@@ -59,9 +59,9 @@ constexpr const char* kScriptText[kScripts] = {kTakeScript, kCompleteScript, kLe
 
 std::string SessionHash(std::string_view session) {
   const XXH128_hash_t h = XXH3_128bits(session.data(), session.size());
-  char out[33];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
+  std::string out;
+  AppendHex64(out, h.high64);
+  AppendHex64(out, h.low64);
   return out;
 }
 

@@ -28,6 +28,17 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using nlohmann::json;
 
+// A chat completion request as a raw client writes it on its own socket
+// (the tests that leave early or pipeline cannot use HttpCall).
+http::request<http::string_body> RawChat(std::string body, const std::string& session = "") {
+  http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
+  req.set(http::field::host, "localhost");
+  if (!session.empty()) req.set("X-Session-Id", session);
+  req.body() = std::move(body);
+  req.prepare_payload();
+  return req;
+}
+
 // A gateway over one tiny emulated instance, 1,000x faster than real time,
 // served on an ephemeral loopback port.
 class HttpServerTest : public ::testing::Test {
@@ -196,12 +207,9 @@ TEST_F(HttpServerTest, ClientDisconnectMidStreamCancelsTheCall) {
     net::io_context io;
     tcp::socket socket(io);
     socket.connect({net::ip::make_address("127.0.0.1"), port_});
-    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
-    req.set(http::field::host, "localhost");
-    req.set("X-Session-Id", "leaver");
-    req.body() = R"({"model":"m","max_tokens":3000,"stream":true,"messages":[{"role":"user","content":"long"}]})";
-    req.prepare_payload();
-    http::write(socket, req);
+    http::write(socket,
+                RawChat(R"({"model":"m","max_tokens":3000,"stream":true,"messages":[{"role":"user","content":"long"}]})",
+                        "leaver"));
     char first[256];
     socket.read_some(net::buffer(first));  // the headers and a chunk or two
     socket.close();                          // then leave
@@ -225,12 +233,8 @@ TEST_F(HttpServerTest, AClientThatLeavesWhileWaitingHasItsCallCancelled) {
     net::io_context io;
     tcp::socket socket(io);
     socket.connect({net::ip::make_address("127.0.0.1"), port_});
-    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
-    req.set(http::field::host, "localhost");
-    req.body() = std::string(R"({"model":"m","max_tokens":4000,"stream":)") + stream +
-                 R"(,"messages":[{"role":"user","content":"x"}]})";
-    req.prepare_payload();
-    http::write(socket, req);
+    http::write(socket, RawChat(std::string(R"({"model":"m","max_tokens":4000,"stream":)") + stream +
+                                R"(,"messages":[{"role":"user","content":"x"}]})"));
     socket.close();  // before any answer
   }
   EXPECT_TRUE(testing::Eventually([&] { return gateway_->metrics().failed.load() == 2; }));
@@ -251,12 +255,8 @@ TEST_F(HttpServerTest, APipelinedRequestIsNotTakenForAHangup) {
   tcp::socket socket(io);
   socket.connect({net::ip::make_address("127.0.0.1"), port_});
   const auto request = [](int max_tokens) {
-    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
-    req.set(http::field::host, "localhost");
-    req.body() = R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) +
-                 R"(,"messages":[{"role":"user","content":"x"}]})";
-    req.prepare_payload();
-    return req;
+    return RawChat(R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) +
+                   R"(,"messages":[{"role":"user","content":"x"}]})");
   };
   http::write(socket, request(400));
   ASSERT_TRUE(testing::Eventually([&] { return gateway_->metrics().accepted.load() == 1; }));
@@ -289,12 +289,7 @@ TEST_F(HttpServerTest, UnderLoadAcceptedEqualsCompletedPlusFailed) {
           net::io_context io;
           tcp::socket socket(io);
           socket.connect({net::ip::make_address("127.0.0.1"), port_});
-          http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
-          req.set(http::field::host, "localhost");
-          req.set("X-Session-Id", session);
-          req.body() = body;
-          req.prepare_payload();
-          http::write(socket, req);
+          http::write(socket, RawChat(body, session));
           char some[64];
           socket.read_some(net::buffer(some));
           continue;  // the socket closes here
