@@ -81,6 +81,7 @@ struct MeasureArgs {
   std::string out;
   double hbm_gib = 4;
   int repeats = 3;
+  int decode_passes = CpuProfileOptions{}.decode_passes;
   std::int64_t max_tokens = 2048;
   bool quiet = false;
 };
@@ -99,6 +100,7 @@ void RunMeasure(const MeasureArgs& a) {
   CpuProfileOptions o;
   o.hbm_gib = a.hbm_gib;
   o.repeats = a.repeats;
+  o.decode_passes = a.decode_passes;
   std::erase_if(o.prefill_tokens, [&](std::int64_t n) { return n > a.max_tokens; });
   std::erase_if(o.decode_context, [&](std::int64_t n) { return n > a.max_tokens; });
   // A continuation's whole context (cached + new) stays within --max-tokens.
@@ -145,6 +147,12 @@ void AddProfileCommand(CLI::App& app) {
   measure->add_option("--out", m->out, "profile file to write (default: standard output)");
   measure->add_option("--hbm-gib", m->hbm_gib, "emulated device memory the profile declares")->capture_default_str();
   measure->add_option("--repeats", m->repeats, "runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 100));
+  measure
+      ->add_option("--decode-passes", m->decode_passes,
+                   "decode steps are measured in this many interleaved passes over the grid, the median kept (a "
+                   "decode step runs at the memory bandwidth of the moment)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   measure->add_option("--max-tokens", m->max_tokens, "largest prefill length and decode context measured")
       ->capture_default_str();
   measure->add_flag("-q,--quiet", m->quiet, "no progress on stderr");

@@ -6,7 +6,14 @@
 # profiles in profiles/ (measured on this machine by `talaria profile measure
 # --engine cpu`), on the same one-instance cluster config. Prints both rows
 # and the sim's relative error at SCT p50/p95 and TTFT p50.
-# Usage: bench/fidelity/run.sh [path/to/talaria] [sessions (default 12)] [seed (default 7)]
+# The profiles are measured first, on this machine, minutes before the run
+# (`talaria profile measure`, about 5 minutes for both models): a shared
+# machine's speed drifts by a tenth within the hour, and the sim can only be
+# as close as its profiles are to the machine of the run. Pass a directory
+# as the fourth argument to use its profiles instead (profiles/ for the
+# shipped ones). The instance's own step accounting is printed last: each
+# phase's measured step time against the profile model's for the same steps.
+# Usage: bench/fidelity/run.sh [path/to/talaria] [sessions (default 12)] [seed (default 7)] [measure|DIR]
 # Needs python3 (Debian package python3) for the comparison table.
 set -euo pipefail
 command -v python3 >/dev/null || { echo "run.sh: needs python3 (apt-get install python3)" >&2; exit 1; }
@@ -15,6 +22,7 @@ root=$(cd "$dir/../.." && pwd)
 bin=${1:-$root/build/talaria}
 sessions=${2:-12}
 seed=${3:-7}
+profiles=${4:-measure}
 tmp=$(mktemp -d)
 pid=""
 cleanup() {
@@ -23,8 +31,16 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+if [[ "$profiles" == measure ]]; then
+  profiles="$tmp/profiles"
+  mkdir -p "$profiles"
+  for m in cpu-11m cpu-24m; do
+    "$bin" profile measure --engine cpu --model "$m" --hbm-gib 8 --out "$profiles/$m.tp1.toml" --quiet > /dev/null
+  done
+fi
+profiles=$(cd "$profiles" && pwd)
 # The instance of configs/cpu-three-models.toml, serving the trace's two models.
-sed -e "s|^profiles = .*|profiles = \"$root/profiles\"|" \
+sed -e "s|^profiles = .*|profiles = \"$profiles\"|" \
     -e 's|^models = .*|models = ["cpu-11m", "cpu-24m"]|' "$root/configs/cpu-three-models.toml" > "$tmp/cluster.toml"
 "$bin" trace gen --sessions "$sessions" --seed "$seed" --models cpu-11m,cpu-24m --max-context 1024 \
     --session-rate 0.3 --gap-cap 2 -o "$tmp/trace.jsonl"
@@ -35,10 +51,17 @@ for _ in $(seq 600); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
 [[ -s "$tmp/port" ]] || { echo "run.sh: the server did not start:" >&2; cat "$tmp/serve.log" >&2; exit 1; }
 "$bin" replay --target "http://127.0.0.1:$(cat "$tmp/port")" --trace "$tmp/trace.jsonl" --echo-output \
     --json "$tmp/cpu.json" --quiet
+# The instance's own account of the run: each phase's measured step time
+# against the profile model's for the same steps, and the driver's time
+# between steps (docs/serving.md, talaria_engine_step_seconds_total).
+python3 - "http://127.0.0.1:$(cat "$tmp/port")/metrics" > "$tmp/metrics.txt" <<'PY'
+import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())
+PY
 "$bin" replay --cluster "$tmp/cluster.toml" --trace "$tmp/trace.jsonl" --ablations talaria \
     --json "$tmp/sim.json" --quiet
-python3 - "$tmp/cpu.json" "$tmp/sim.json" <<'PY'
-import json, sys
+python3 - "$tmp/cpu.json" "$tmp/sim.json" "$tmp/metrics.txt" <<'PY'
+import json, re, sys
 cpu = json.load(open(sys.argv[1]))["runs"][0]
 sim = json.load(open(sys.argv[2]))["runs"][0]
 keys = [("sct_p50_s", "SCT p50"), ("sct_p95_s", "SCT p95"), ("ttft_p50_s", "TTFT p50"), ("ttft_p95_s", "TTFT p95")]
@@ -46,4 +69,27 @@ print("%-10s %10s %10s %10s" % ("metric", "cpu (s)", "sim (s)", "sim err"))
 for k, name in keys:
     print("%-10s %10.2f %10.2f %+9.1f%%" % (name, cpu[k], sim[k], 100 * (sim[k] - cpu[k]) / cpu[k]))
 print("calls      %10d %10d" % (cpu["calls_completed"], sim["calls_completed"]))
+steps, secs, driver = {}, {}, {}
+for line in open(sys.argv[3]):
+    m = re.match(r'(talaria_engine_steps_total|talaria_engine_step_seconds_total|talaria_driver_\w+)\{([^}]*)\} (\S+)', line)
+    if not m:
+        continue
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+    v = float(m.group(3))
+    if m.group(1) == "talaria_engine_steps_total":
+        steps[labels["phase"]] = steps.get(labels["phase"], 0) + v
+    elif m.group(1) == "talaria_engine_step_seconds_total":
+        key = (labels["phase"], labels["source"])
+        secs[key] = secs.get(key, 0) + v
+    else:
+        driver[m.group(1)] = driver.get(m.group(1), 0) + v
+print("\ncpu engine steps against the profile model (the instance's /metrics)")
+print("%-16s %7s %12s %12s %8s" % ("phase", "steps", "measured (s)", "model (s)", "model"))
+for phase in ("prefill", "session_prefill", "decode", "switch"):
+    n, meas, mod = steps.get(phase, 0), secs.get((phase, "measured"), 0), secs.get((phase, "model"), 0)
+    if n:
+        print("%-16s %7d %12.2f %12.2f %+7.1f%%" % (phase, n, meas, mod, 100 * (mod - meas) / meas if meas else 0))
+b, bs = driver.get("talaria_driver_boundaries_total", 0), driver.get("talaria_driver_boundary_seconds_total", 0)
+if b:
+    print("driver between steps: %d boundaries, %.2f s, %.0f us each" % (b, bs, 1e6 * bs / b))
 PY

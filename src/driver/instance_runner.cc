@@ -61,20 +61,47 @@ void InstanceEventBuffer::DeliverTo(InstanceEvents& to) {
 Duration InstanceRunner::Execute() {
   const Instance::Step& step = instance_.step_in_flight();
   timing_ = SwitchTiming{};
+  const bool measured = !engine_.emulated();
+  Duration took{};
+  Duration model{};
+  StepFidelity::Phase phase = StepFidelity::kPrefill;
   switch (step.kind) {
     case Instance::Step::Kind::kPrefill:
     case Instance::Step::Kind::kSessionPrefill:
-      return engine_.Prefill(step.prefill);
+      took = engine_.Prefill(step.prefill);
+      if (measured) model = model_.Prefill(step.prefill);
+      if (step.kind == Instance::Step::Kind::kSessionPrefill) phase = StepFidelity::kSessionPrefill;
+      break;
     case Instance::Step::Kind::kDecode:
-      return engine_.Decode(step.decode);
+      took = engine_.Decode(step.decode);
+      if (measured) model = model_.Decode(step.decode);
+      phase = StepFidelity::kDecode;
+      break;
     case Instance::Step::Kind::kSwitch:
       timing_ = engine_.Switch(step.switch_step);
-      return FromSeconds(timing_.total_s());
-    case Instance::Step::Kind::kIdle:
+      took = FromSeconds(timing_.total_s());
+      if (measured) model = FromSeconds(model_.Switch(step.switch_step).total_s());
+      phase = StepFidelity::kSwitch;
       break;
+    case Instance::Step::Kind::kIdle:
+      TALARIA_CHECK(false, "InstanceRunner::Execute: no step planned");
   }
-  TALARIA_CHECK(false, "InstanceRunner::Execute: no step planned");
-  return Duration{};
+  // Counted at the commit: a driver may run a computing step with its lock
+  // released, and reads fidelity() under that lock.
+  measured_ = measured ? std::optional<MeasuredStep>(MeasuredStep{phase, took, model}) : std::nullopt;
+  return took;
+}
+
+void InstanceRunner::Commit(TimePoint end) {
+  instance_.Commit(end, timing_, buffer_);
+  if (timeline_ != nullptr) timeline_->OnCommit(instance_.step_in_flight(), instance_.step_started(), end, instance_);
+  if (measured_) {
+    StepFidelity::Totals& t = fidelity_.phases[measured_->phase];
+    ++t.steps;
+    t.measured_s += ToSeconds(measured_->took);
+    t.model_s += ToSeconds(measured_->model);
+    measured_.reset();
+  }
 }
 
 }  // namespace talaria

@@ -17,10 +17,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "driver/slot_timeline.h"
+#include "driver/step_fidelity.h"
 #include "engine/engine.h"
+#include "engine/sim_engine.h"
 #include "instance/instance.h"
 
 namespace talaria {
@@ -82,15 +85,14 @@ class InstanceRunner {
     return step;
   }
   // Runs the planned step on the engine and returns how long it takes; a
-  // switch's phases are kept for the commit.
+  // switch's phases are kept for the commit. With an engine that computes,
+  // the measured duration and the sim engine's for the same step are added
+  // to fidelity() at its commit.
   // REQUIRES: a planned step that is not kIdle.
   Duration Execute();
   // The step ended at `end`: commits it (with the switch phases Execute
   // measured), buffering its events for Deliver.
-  void Commit(TimePoint end) {
-    instance_.Commit(end, timing_, buffer_);
-    if (timeline_ != nullptr) timeline_->OnCommit(instance_.step_in_flight(), instance_.step_started(), end, instance_);
-  }
+  void Commit(TimePoint end);
   // Commits the first `first` iterations of the decode step in flight as
   // ending at `first_end` (Instance::SplitDecode), buffering events.
   void SplitDecode(TimePoint first_end, std::int32_t first) {
@@ -105,12 +107,24 @@ class InstanceRunner {
   void Flush() { instance_.Flush(buffer_); }
   // Hands the buffered events to `to` (see the header comment).
   void Deliver(InstanceEvents& to) { buffer_.DeliverTo(to); }
+  // Measured against modelled step time so far; a driver adds its own
+  // boundary time here.
+  StepFidelity& fidelity() { return fidelity_; }
+  const StepFidelity& fidelity() const { return fidelity_; }
 
  private:
   Instance& instance_;
   Engine& engine_;
   SwitchTiming timing_;
   InstanceEventBuffer buffer_;
+  SimEngine model_;  // what the simulator would charge (fidelity_)
+  struct MeasuredStep {
+    StepFidelity::Phase phase;
+    Duration took;
+    Duration model;
+  };
+  std::optional<MeasuredStep> measured_;  // the computing step in flight, counted at its commit
+  StepFidelity fidelity_;
   SlotTimeline* timeline_ = nullptr;
 };
 

@@ -102,61 +102,88 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
     std::iota(tables[static_cast<std::size_t>(s)].begin(), tables[static_cast<std::size_t>(s)].end(), s * blocks_per_seq);
   }
   std::vector<float> logits;
+  std::vector<std::int32_t> text(static_cast<std::size_t>(max_ctx));
+  for (std::size_t i = 0; i < text.size(); ++i) text[i] = 3 + static_cast<std::int32_t>(i * 29 % 256);
+  // The cache's contents do not change a step's time, so one fill of the
+  // longest prefix (untimed) serves every point that reads a cached one.
+  const SeqChunk fill{text, 0, tables[0]};
+  model.Forward(std::span(&fill, 1), kv, logits);
+
+  // Every point of every table is one batch of chunks, timed in passes over
+  // the whole grid: a point's runs are spread across the measurement, not
+  // back to back, so a slow spell of a shared machine (its memory bandwidth
+  // varies by a fifth within seconds, docs/fidelity.md) costs each point one
+  // sample, which the median drops. Prefill points run `repeats` passes;
+  // decode steps, a few milliseconds each, `decode_passes`.
+  struct Point {
+    std::vector<SeqChunk> chunks;
+    std::int32_t passes;
+    std::vector<double> samples;
+  };
+  std::vector<Point> points;
+  const std::int32_t prefill_passes = std::max(1, o.repeats);
+  const std::int32_t decode_passes = std::max(1, o.decode_passes);
+  // Prefill of n fresh tokens.
+  for (std::int64_t n : o.prefill_tokens) {
+    points.push_back(
+        {{SeqChunk{std::span(text).first(static_cast<std::size_t>(n)), 0, tables[0]}}, prefill_passes, {}});
+  }
+  // Prefill of n new tokens after c cached ones.
+  if (cached_grid) {
+    for (std::int64_t n : o.cached_new_tokens) {
+      for (std::int64_t c : o.cached_tokens) {
+        const auto chunk = std::span(text).subspan(static_cast<std::size_t>(c), static_cast<std::size_t>(n));
+        points.push_back({{SeqChunk{chunk, c, tables[0]}}, prefill_passes, {}});
+      }
+    }
+  }
+  // One decode step of `batch` sequences at `context` cached tokens.
+  const std::vector<std::int32_t> next(static_cast<std::size_t>(max_batch), 3);
+  for (std::int32_t b : o.decode_batch) {
+    for (std::int64_t ctx : o.decode_context) {
+      Point& p = points.emplace_back(Point{{}, decode_passes, {}});
+      for (std::int32_t s = 0; s < b; ++s) {
+        p.chunks.push_back(
+            SeqChunk{std::span(&next[static_cast<std::size_t>(s)], 1), ctx, tables[static_cast<std::size_t>(s)]});
+      }
+    }
+  }
   // Progress: one point per table entry, plus the copies.
-  const auto points = static_cast<std::int64_t>(
-      o.prefill_tokens.size() + (cached_grid ? o.cached_new_tokens.size() * o.cached_tokens.size() : 0) +
-      o.decode_batch.size() * o.decode_context.size() + 1);
+  const auto total = static_cast<std::int64_t>(points.size() + 1);
   std::int64_t measured = 0;
   auto point_done = [&] {
-    if (o.progress) o.progress(++measured, points);
+    if (o.progress) o.progress(++measured, total);
   };
-
-  // Prefill of n fresh tokens.
+  for (std::int32_t pass = 0; pass < std::max(prefill_passes, decode_passes); ++pass) {
+    for (Point& p : points) {
+      if (pass >= p.passes) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      model.Forward(p.chunks, kv, logits);
+      p.samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (pass + 1 == p.passes) point_done();
+    }
+  }
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::size_t k = 0;
   std::vector<double> prefill_tokens = {0}, prefill_s = {0};
   for (std::int64_t n : o.prefill_tokens) {
-    std::vector<std::int32_t> prompt(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) prompt[static_cast<std::size_t>(i)] = 3 + static_cast<std::int32_t>(i * 29 % 256);
-    const SeqChunk c{prompt, 0, tables[0]};
     prefill_tokens.push_back(static_cast<double>(n));
-    prefill_s.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&c, 1), kv, logits); }));
-    point_done();
+    prefill_s.push_back(median(points[k++].samples));
   }
-  // Prefill of n new tokens after c cached ones: the cache is filled once
-  // per c (untimed), then the n tokens are timed on top of it.
   std::vector<std::vector<double>> cached_s;
   if (cached_grid) {
-    const std::int64_t longest = *std::max_element(o.cached_tokens.begin(), o.cached_tokens.end()) +
-                                 *std::max_element(o.cached_new_tokens.begin(), o.cached_new_tokens.end());
-    std::vector<std::int32_t> text(static_cast<std::size_t>(longest));
-    for (std::int64_t i = 0; i < longest; ++i) text[static_cast<std::size_t>(i)] = 3 + static_cast<std::int32_t>(i * 29 % 256);
-    for (std::int64_t n : o.cached_new_tokens) {
-      std::vector<double> row;
-      for (std::int64_t c : o.cached_tokens) {
-        const SeqChunk fill{std::span(text).first(static_cast<std::size_t>(c)), 0, tables[0]};
-        model.Forward(std::span(&fill, 1), kv, logits);
-        const SeqChunk chunk{std::span(text).subspan(static_cast<std::size_t>(c), static_cast<std::size_t>(n)), c,
-                             tables[0]};
-        row.push_back(MedianSeconds(o.repeats, [&] { model.Forward(std::span(&chunk, 1), kv, logits); }));
-        point_done();
-      }
-      cached_s.push_back(std::move(row));
+    for (std::size_t i = 0; i < o.cached_new_tokens.size(); ++i) {
+      std::vector<double>& row = cached_s.emplace_back();
+      for (std::size_t j = 0; j < o.cached_tokens.size(); ++j) row.push_back(median(points[k++].samples));
     }
   }
-  // One decode step of `batch` sequences at `context` cached tokens (the
-  // cache's contents do not change the time).
   std::vector<std::vector<double>> decode_s;
-  for (std::int32_t b : o.decode_batch) {
-    std::vector<double> row;
-    for (std::int64_t ctx : o.decode_context) {
-      std::vector<std::int32_t> next(static_cast<std::size_t>(b), 3);
-      std::vector<SeqChunk> chunks;
-      for (std::int32_t s = 0; s < b; ++s) {
-        chunks.push_back(SeqChunk{std::span(&next[static_cast<std::size_t>(s)], 1), ctx, tables[static_cast<std::size_t>(s)]});
-      }
-      row.push_back(MedianSeconds(o.repeats, [&] { model.Forward(chunks, kv, logits); }));
-      point_done();
-    }
-    decode_s.push_back(std::move(row));
+  for (std::size_t i = 0; i < o.decode_batch.size(); ++i) {
+    std::vector<double>& row = decode_s.emplace_back();
+    for (std::size_t j = 0; j < o.decode_context.size(); ++j) row.push_back(median(points[k++].samples));
   }
   // Copies: weights move between host and "device" memory by memcpy here,
   // so both links are this machine's copy bandwidth; a restore's fixed cost
@@ -177,7 +204,8 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
   };
   line("# %s: the CPU reference model (src/engine/cpu_model.h), measured on this", config.name.c_str());
   line("# machine by `talaria profile measure --engine cpu --model %s` (seeded", config.name.c_str());
-  line("# weights; medians of %d runs). Format: docs/profiles.md.", o.repeats);
+  line("# weights; each point the median of %d interleaved passes over the grid,", o.repeats);
+  line("# decode steps of %d). Format: docs/profiles.md.", std::max(1, o.decode_passes));
   line("");
   line("[model]");
   line("name = \"%s\"", config.name.c_str());

@@ -24,12 +24,19 @@ struct CpuProfileOptions {
   std::int32_t repeats = 3;  // each point: the median of this many runs
   std::int32_t block_tokens = 16;
   std::vector<std::int64_t> prefill_tokens = {16, 64, 128, 256, 512, 768, 1024, 1536, 2048};
-  std::vector<std::int32_t> decode_batch = {1, 4, 8};
-  std::vector<std::int64_t> decode_context = {64, 512, 2048};
+  // Dense enough that linear interpolation follows the measured curves:
+  // with batches {1, 4, 8} and contexts {64, 512, 2048} the model charged
+  // 10-40% more than served decode steps took (docs/fidelity.md).
+  std::vector<std::int32_t> decode_batch = {1, 2, 3, 4, 6, 8};
+  std::vector<std::int64_t> decode_context = {64, 256, 512, 768, 1024, 1536, 2048};
+  // Decode points are measured in this many interleaved passes over the
+  // grid (the median of each point's passes): decode runs at the memory
+  // bandwidth of the moment.
+  std::int32_t decode_passes = 21;
   // Prefill of new tokens after a cached prefix (a continuation's cost),
   // every pair; skipped when either list is empty.
-  std::vector<std::int64_t> cached_new_tokens = {16, 64, 256, 512};
-  std::vector<std::int64_t> cached_tokens = {128, 512, 1024};
+  std::vector<std::int64_t> cached_new_tokens = {16, 64, 128, 256, 384, 512, 768};
+  std::vector<std::int64_t> cached_tokens = {128, 256, 512, 768, 1024};
   // Told after each measured point: points done, points in all.
   std::function<void(std::int64_t, std::int64_t)> progress;
 };

@@ -65,6 +65,7 @@ std::string Gateway::RenderMetrics() {
   }
   // Every instance's families; in-process instances add their counters.
   std::vector<InstanceCounters> local_counters(links_.size());
+  std::vector<StepFidelity> local_fidelity(links_.size());
   std::vector<InstanceSample> samples(links_.size());
   for (std::size_t i = 0; i < links_.size(); ++i) {
     samples[i].name = links_[i]->name();
@@ -74,6 +75,8 @@ std::string Gateway::RenderMetrics() {
       local_counters[i] = local->service().Counters();
       samples[i].counters = &local_counters[i];
       samples[i].histograms = &local->service().histograms();
+      local_fidelity[i] = local->service().Fidelity();
+      samples[i].fidelity = &local_fidelity[i];
     }
   }
   RenderInstanceMetrics(out, samples);

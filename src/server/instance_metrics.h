@@ -3,14 +3,16 @@
 // says (gauges: which model is open and active, queues and running calls by
 // model, the round against its Eq.5 bound, HBM by region, host KV), what its
 // scheduler counted (SP admitted and deferred, slot holds and hits, restore
-// skips, opens, phase time), and what its server observed (switch latency
-// by path, round length). Labels are instance, model, path, phase and
+// skips, opens, phase time), what its server observed (switch latency
+// by path, round length), and how a computing engine's steps compared with
+// the profile model (driver/step_fidelity.h). Labels are instance, model, path, phase and
 // region: bounded by the configuration, never a session id.
 #pragma once
 
 #include <span>
 #include <string>
 
+#include "driver/step_fidelity.h"
 #include "instance/instance.h"
 #include "server/metrics.h"
 #include "telemetry/telemetry.h"
@@ -35,6 +37,7 @@ struct InstanceSample {
   const InstanceCounters* counters = nullptr;
   const InstanceHistograms* histograms = nullptr;
   std::size_t sessions_cached = 0;  // the snapshot's held prefixes (its map may be left out)
+  const StepFidelity* fidelity = nullptr;  // null where the renderer does not run the instance
 };
 
 // Appends every family, each with the samples of all `instances`.

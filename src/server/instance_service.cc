@@ -101,7 +101,8 @@ std::string InstanceService::RenderMetrics() {
   std::string out = metrics_.Render();
   const InstanceTelemetry snapshot = Snapshot();
   const InstanceCounters counters = Counters();
-  const InstanceSample self{&snapshot, name(), &counters, &histograms_, snapshot.sessions.size()};
+  const StepFidelity fidelity = driver_.Fidelity();
+  const InstanceSample self{&snapshot, name(), &counters, &histograms_, snapshot.sessions.size(), &fidelity};
   RenderInstanceMetrics(out, std::span(&self, 1));
   return out;
 }

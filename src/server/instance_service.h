@@ -77,6 +77,7 @@ class InstanceService final : public CompletionService {
 
   // What the instance's metric families read (server/instance_metrics.h).
   InstanceCounters Counters() { return driver_.Counters(); }
+  StepFidelity Fidelity() { return driver_.Fidelity(); }
   const InstanceHistograms& histograms() const { return histograms_; }
 
   // The deterministic filler text of output token `index` (sim engine).

@@ -176,6 +176,11 @@ InstanceCounters RealtimeInstance::Counters() {
   return instance_.counters();
 }
 
+StepFidelity RealtimeInstance::Fidelity() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runner_.fidelity();
+}
+
 Instance::AdminResult RealtimeInstance::Admin(const std::string& model, bool open) {
   Instance::AdminResult r;
   bool wake = false;
@@ -208,6 +213,16 @@ void RealtimeInstance::Loop() {
 #endif
   Events events(*this);
   std::unique_lock<std::mutex> lock(mu_);
+  // The last step's end while the loop has not waited idle since: the time
+  // from there to the next step's start is the driver's own (fidelity).
+  bool after_step = false;
+  TimePoint step_end{};
+  const auto count_boundary = [&](TimePoint start) {
+    if (!after_step) return;
+    StepFidelity& f = runner_.fidelity();
+    ++f.boundaries;
+    f.boundary_s += ToSeconds(start - step_end);
+  };
   while (!stop_) {
     const TimePoint now = Now();
     for (std::int64_t id : cancels_) {
@@ -229,6 +244,7 @@ void RealtimeInstance::Loop() {
       const auto wake = step.wake_at;
       const auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); };
       idle_ = true;
+      after_step = false;
       if (wake == TimePoint::max()) {
         cv_.wait(lock, has_work);
       } else {
@@ -240,14 +256,18 @@ void RealtimeInstance::Loop() {
       continue;
     }
     if (engine_->emulated()) {
+      count_boundary(now);
       const Duration took = runner_.Execute();
       // An emulated step holds the (virtual) GPU for its duration; new
       // submissions queue meanwhile and join at the next boundary.
       const auto wall = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took / time_scale_);
       stop_cv_.wait_for(lock, wall, [&] { return stop_; });
       if (stop_) break;
-      runner_.Commit(now + took);
+      step_end = now + took;
+      after_step = true;
+      runner_.Commit(step_end);
     } else {
+      count_boundary(Now());
       // A computing step runs unlocked: submissions, snapshots and admin
       // calls go on meanwhile (they touch neither the step nor the KV pool).
       lock.unlock();
@@ -255,7 +275,9 @@ void RealtimeInstance::Loop() {
       lock.lock();
       if (stop_) break;
       NameContexts(step);
-      runner_.Commit(Now());
+      step_end = Now();
+      after_step = true;
+      runner_.Commit(step_end);
     }
     lock.unlock();
     runner_.Deliver(events);

@@ -76,6 +76,9 @@ class RealtimeInstance {
   InstanceTelemetry Snapshot();
   // The scheduler's counters so far (a copy).
   InstanceCounters Counters();
+  // Measured against modelled step time, and the driver's time between
+  // steps (driver/step_fidelity.h), so far (a copy).
+  StepFidelity Fidelity();
   // Operator residency control (see Instance::AdminOpen / AdminClose).
   Instance::AdminResult Admin(const std::string& model, bool open);
   bool Hosts(const std::string& model) const { return instance_.Hosts(model); }

@@ -93,5 +93,72 @@ TEST(InstanceRunnerTest, EventsReachTheDriverOnlyOnDeliverAfterTheCommit) {
   EXPECT_EQ(heard.log.back(), "finished:1");
 }
 
+// Stands in for an engine that computes: each step "measures" the sim
+// engine's duration times a factor per phase.
+class ScaledEngine final : public Engine {
+ public:
+  ScaledEngine(double prefill, double decode) : prefill_(prefill), decode_(decode) {}
+  bool emulated() const override { return false; }
+  Duration Prefill(const PrefillStep& step) override { return Scale(model_.Prefill(step), prefill_); }
+  Duration Decode(const DecodeStep& step) override { return Scale(model_.Decode(step), decode_); }
+  SwitchTiming Switch(const SwitchStep& step) override { return model_.Switch(step); }
+
+ private:
+  static Duration Scale(Duration d, double f) { return FromSeconds(ToSeconds(d) * f); }
+  SimEngine model_;
+  double prefill_, decode_;
+};
+
+// Runs one call to its end on `engine`; returns the runner's fidelity.
+StepFidelity RunOneCall(Engine& engine) {
+  ProfileSet profiles;
+  profiles.Add(testing::TinyProfile("m"));
+  Instance instance(testing::TinyInstance("i0", {"m"}), profiles);
+  InstanceRunner runner(instance, engine);
+  instance.Warmup("m", TimePoint{});
+  TraceCall c;
+  c.session_id = "s";
+  c.model = "m";
+  c.prompt_tokens = 64;
+  c.output_tokens = 8;
+  c.token_seed = 1;
+  TraceSessionContext session;
+  session.Advance(c, instance.config().block_tokens);
+  instance.Enqueue(session.Request(c, 1), TimePoint{});
+  Recorder heard;
+  TimePoint now{};
+  for (int guard = 0; guard < 1000 && (heard.log.empty() || heard.log.back() != "finished:1"); ++guard) {
+    if (runner.Plan(now, now).kind == Instance::Step::Kind::kIdle) break;
+    now += runner.Execute();
+    runner.Commit(now);
+    runner.Deliver(heard);
+  }
+  EXPECT_EQ(heard.log.back(), "finished:1");
+  return runner.fidelity();
+}
+
+// A computing engine's steps are counted against the profile model's time
+// for the same steps, phase by phase; an emulated engine adds nothing.
+TEST(InstanceRunnerTest, CountsAComputingEnginesStepsAgainstTheProfileModel) {
+  ScaledEngine slow(2.0, 3.0);
+  const StepFidelity f = RunOneCall(slow);
+  const StepFidelity::Totals& p = f.phases[StepFidelity::kPrefill];
+  const StepFidelity::Totals& d = f.phases[StepFidelity::kDecode];
+  EXPECT_EQ(p.steps, 1);
+  EXPECT_GT(p.model_s, 0);
+  EXPECT_NEAR(p.measured_s, 2.0 * p.model_s, 1e-9);
+  EXPECT_GE(d.steps, 1);
+  EXPECT_GT(d.model_s, 0);
+  EXPECT_NEAR(d.measured_s, 3.0 * d.model_s, 1e-9);
+  EXPECT_EQ(f.phases[StepFidelity::kSessionPrefill].steps, 0);
+
+  SimEngine emulated;
+  const StepFidelity none = RunOneCall(emulated);
+  for (const StepFidelity::Totals& t : none.phases) {
+    EXPECT_EQ(t.steps, 0);
+    EXPECT_EQ(t.measured_s, 0);
+  }
+}
+
 }  // namespace
 }  // namespace talaria
