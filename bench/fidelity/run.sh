@@ -31,6 +31,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# FIDELITY_OUT=DIR keeps the run's files (trace, profiles, both summaries, the
+# instance's metrics) there.
+keep() { [[ -n "${FIDELITY_OUT:-}" ]] && mkdir -p "$FIDELITY_OUT" && cp -r "$tmp"/. "$FIDELITY_OUT"/ || true; }
 if [[ "$profiles" == measure ]]; then
   profiles="$tmp/profiles"
   mkdir -p "$profiles"
@@ -69,6 +72,17 @@ print("%-10s %10s %10s %10s" % ("metric", "cpu (s)", "sim (s)", "sim err"))
 for k, name in keys:
     print("%-10s %10.2f %10.2f %+9.1f%%" % (name, cpu[k], sim[k], 100 * (sim[k] - cpu[k]) / cpu[k]))
 print("calls      %10d %10d" % (cpu["calls_completed"], sim["calls_completed"]))
+# TTFT's median sits where calls stop entering at the next decode boundary
+# and start waiting for a slot, where the distribution is steepest; its
+# deciles say whether the whole distribution moved or only the median.
+def q(run, p):
+    v = run["ttft_quantiles_s"]
+    return v[round(p * (len(v) - 1))]
+deciles = [(q(sim, d / 10) - q(cpu, d / 10)) / q(cpu, d / 10) for d in range(1, 10)]
+print("TTFT deciles p10-p90, sim err: " + " ".join("%+.0f%%" % (100 * e) for e in deciles) +
+      "  (mean |err| %.1f%%)" % (100 * sum(abs(e) for e in deciles) / len(deciles)))
+print("TTFT p45/p50/p55 (s): cpu %.2f/%.2f/%.2f, sim %.2f/%.2f/%.2f" %
+      tuple([q(cpu, p) for p in (0.45, 0.5, 0.55)] + [q(sim, p) for p in (0.45, 0.5, 0.55)]))
 steps, secs, driver = {}, {}, {}
 for line in open(sys.argv[3]):
     m = re.match(r'(talaria_engine_steps_total|talaria_engine_step_seconds_total|talaria_driver_\w+)\{([^}]*)\} (\S+)', line)
@@ -93,3 +107,4 @@ b, bs = driver.get("talaria_driver_boundaries_total", 0), driver.get("talaria_dr
 if b:
     print("driver between steps: %d boundaries, %.2f s, %.0f us each" % (b, bs, 1e6 * bs / b))
 PY
+keep

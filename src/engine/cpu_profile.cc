@@ -111,9 +111,10 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
 
   // Every point of every table is one batch of chunks, timed in passes over
   // the whole grid: a point's runs are spread across the measurement, not
-  // back to back, so a slow spell of a shared machine (its memory bandwidth
-  // varies by a fifth within seconds, docs/fidelity.md) costs each point one
-  // sample, which the median drops. Prefill points run `repeats` passes;
+  // back to back, so a slow spell of a shared machine (its memory bandwidth,
+  // which a decode step runs at, varied by a fifth from one minute to the
+  // next, docs/fidelity.md) costs each point one sample, which the median
+  // drops. Prefill points run `repeats` passes;
   // decode steps, a few milliseconds each, `decode_passes`.
   struct Point {
     std::vector<SeqChunk> chunks;

@@ -24,9 +24,10 @@ struct CpuProfileOptions {
   std::int32_t repeats = 3;  // each point: the median of this many runs
   std::int32_t block_tokens = 16;
   std::vector<std::int64_t> prefill_tokens = {16, 64, 128, 256, 512, 768, 1024, 1536, 2048};
-  // Dense enough that linear interpolation follows the measured curves:
-  // with batches {1, 4, 8} and contexts {64, 512, 2048} the model charged
-  // 10-40% more than served decode steps took (docs/fidelity.md).
+  // Dense enough that linear interpolation follows the measured curves
+  // (decode time bends upward past 512 tokens of context): with batches
+  // {1, 4, 8} and contexts {64, 512, 2048} interpolation charged up to a
+  // tenth more than the grid points around it (docs/fidelity.md).
   std::vector<std::int32_t> decode_batch = {1, 2, 3, 4, 6, 8};
   std::vector<std::int64_t> decode_context = {64, 256, 512, 768, 1024, 1536, 2048};
   // Decode points are measured in this many interleaved passes over the

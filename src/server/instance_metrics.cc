@@ -98,10 +98,8 @@ void PhaseFamily(std::string& out, std::span<const InstanceSample> instances) {
 // steps, and the driver's time between steps (driver/step_fidelity.h).
 void FidelityFamilies(std::string& out, std::span<const InstanceSample> instances) {
   FamilyHeader(out, "talaria_engine_step_seconds_total", "counter",
-               "seconds a computing engine's steps took (source=\"measured\") "
-               "and what the profile model, the sim "
-               "engine's, charges for the same steps (source=\"model\"), by "
-               "phase; zero for an emulated engine");
+               "seconds a computing engine's steps took (source=\"measured\") and what the profile model, the sim "
+               "engine's, charges for the same steps (source=\"model\"), by phase; zero for an emulated engine");
   for (const InstanceSample& i : instances) {
     if (i.fidelity == nullptr) continue;
     for (int p = 0; p < StepFidelity::kPhases; ++p) {
@@ -121,10 +119,8 @@ void FidelityFamilies(std::string& out, std::span<const InstanceSample> instance
     }
   }
   Family(out, instances, "talaria_driver_boundary_seconds_total", "counter",
-         "the real-time driver's own time from a step's end to the next step's "
-         "start while work waited "
-         "(delivering events, intake, planning; emulated seconds); the "
-         "simulator charges none",
+         "the real-time driver's own time from a step's end to the next step's start while work waited "
+         "(delivering events, intake, planning; emulated seconds); the simulator charges none",
          [](const InstanceSample& i, double& v) {
            v = i.fidelity != nullptr ? i.fidelity->boundary_s : 0;
            return i.fidelity != nullptr;
