@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,22 +59,32 @@ TEST(InstanceEventBufferTest, DeliversEveryEventInTheOrderItHappenedThenEmpties)
 // The one re-entrancy rule: nothing reaches the driver while the scheduler
 // commits; a handler that hears a finished call sees an instance with no
 // step in flight, so it may enqueue the session's next call.
-TEST(InstanceRunnerTest, EventsReachTheDriverOnlyOnDeliverAfterTheCommit) {
+// One tiny instance of model "m", warmed up, with call 1 of session "s"
+// (64 prompt tokens) queued.
+struct OneQueuedCall {
+  explicit OneQueuedCall(std::int64_t output_tokens) {
+    profiles.Add(testing::TinyProfile("m"));
+    instance.emplace(testing::TinyInstance("i0", {"m"}), profiles);
+    instance->Warmup("m", TimePoint{});
+    TraceCall c;
+    c.session_id = "s";
+    c.model = "m";
+    c.prompt_tokens = 64;
+    c.output_tokens = output_tokens;
+    c.token_seed = 1;
+    TraceSessionContext session;
+    session.Advance(c, instance->config().block_tokens);
+    instance->Enqueue(session.Request(c, 1), TimePoint{});
+  }
   ProfileSet profiles;
-  profiles.Add(testing::TinyProfile("m"));
-  Instance instance(testing::TinyInstance("i0", {"m"}), profiles);
+  std::optional<Instance> instance;
+};
+
+TEST(InstanceRunnerTest, EventsReachTheDriverOnlyOnDeliverAfterTheCommit) {
+  OneQueuedCall call(32);
+  Instance& instance = *call.instance;
   SimEngine engine;
   InstanceRunner runner(instance, engine);
-  instance.Warmup("m", TimePoint{});
-  TraceCall c;
-  c.session_id = "s";
-  c.model = "m";
-  c.prompt_tokens = 64;
-  c.output_tokens = 32;
-  c.token_seed = 1;
-  TraceSessionContext session;
-  session.Advance(c, instance.config().block_tokens);
-  instance.Enqueue(session.Request(c, 1), TimePoint{});
 
   Recorder heard(&instance);
   TimePoint now{};
@@ -111,20 +122,8 @@ class ScaledEngine final : public Engine {
 
 // Runs one call to its end on `engine`; returns the runner's fidelity.
 StepFidelity RunOneCall(Engine& engine) {
-  ProfileSet profiles;
-  profiles.Add(testing::TinyProfile("m"));
-  Instance instance(testing::TinyInstance("i0", {"m"}), profiles);
-  InstanceRunner runner(instance, engine);
-  instance.Warmup("m", TimePoint{});
-  TraceCall c;
-  c.session_id = "s";
-  c.model = "m";
-  c.prompt_tokens = 64;
-  c.output_tokens = 8;
-  c.token_seed = 1;
-  TraceSessionContext session;
-  session.Advance(c, instance.config().block_tokens);
-  instance.Enqueue(session.Request(c, 1), TimePoint{});
+  OneQueuedCall call(8);
+  InstanceRunner runner(*call.instance, engine);
   Recorder heard;
   TimePoint now{};
   for (int guard = 0; guard < 1000 && (heard.log.empty() || heard.log.back() != "finished:1"); ++guard) {
