@@ -3,12 +3,13 @@
 # seeded session trace over two CPU catalogue models, replayed (1) in real
 # time against `talaria serve` on the cpu engine, continuing sessions on the
 # text it generates (--echo-output), and (2) on the sim engine with the
-# profiles in profiles/ (measured on this machine by `talaria profile measure
-# --engine cpu`), on the same one-instance cluster config. Prints both rows
-# and the sim's relative error at SCT p50/p95 and TTFT p50.
+# profiles the instance served with, on the same one-instance cluster config.
+# Prints both rows and the sim's relative error at SCT p50/p95 and TTFT p50,
+# and TTFT's deciles.
 # The profiles are measured first, on this machine, minutes before the run
-# (`talaria profile measure`, about 5 minutes for both models): a shared
-# machine's speed drifts by a tenth within the hour, and the sim can only be
+# (`talaria profile measure`, about 4.5 minutes for both models): a shared
+# machine's speed drifts (decode steps by a fifth and more from one run to
+# the next, docs/fidelity.md), and the sim can only be
 # as close as its profiles are to the machine of the run. Pass a directory
 # as the fourth argument to use its profiles instead (profiles/ for the
 # shipped ones). The instance's own step accounting is printed last: each
