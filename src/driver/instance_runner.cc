@@ -61,7 +61,6 @@ void InstanceEventBuffer::DeliverTo(InstanceEvents& to) {
 Duration InstanceRunner::Execute() {
   const Instance::Step& step = instance_.step_in_flight();
   timing_ = SwitchTiming{};
-  const bool measured = !engine_.emulated();
   Duration took{};
   Duration model{};
   StepFidelity::Phase phase = StepFidelity::kPrefill;
@@ -69,18 +68,18 @@ Duration InstanceRunner::Execute() {
     case Instance::Step::Kind::kPrefill:
     case Instance::Step::Kind::kSessionPrefill:
       took = engine_.Prefill(step.prefill);
-      if (measured) model = model_.Prefill(step.prefill);
+      if (computes_) model = model_.Prefill(step.prefill);
       if (step.kind == Instance::Step::Kind::kSessionPrefill) phase = StepFidelity::kSessionPrefill;
       break;
     case Instance::Step::Kind::kDecode:
       took = engine_.Decode(step.decode);
-      if (measured) model = model_.Decode(step.decode);
+      if (computes_) model = model_.Decode(step.decode);
       phase = StepFidelity::kDecode;
       break;
     case Instance::Step::Kind::kSwitch:
       timing_ = engine_.Switch(step.switch_step);
       took = FromSeconds(timing_.total_s());
-      if (measured) model = FromSeconds(model_.Switch(step.switch_step).total_s());
+      if (computes_) model = FromSeconds(model_.Switch(step.switch_step).total_s());
       phase = StepFidelity::kSwitch;
       break;
     case Instance::Step::Kind::kIdle:
@@ -88,7 +87,7 @@ Duration InstanceRunner::Execute() {
   }
   // Counted at the commit: a driver may run a computing step with its lock
   // released, and reads fidelity() under that lock.
-  measured_ = measured ? std::optional<MeasuredStep>(MeasuredStep{phase, took, model}) : std::nullopt;
+  measured_ = computes_ ? std::optional<MeasuredStep>(MeasuredStep{phase, took, model}) : std::nullopt;
   return took;
 }
 

@@ -70,7 +70,8 @@ class InstanceEventBuffer final : public InstanceEvents {
 class InstanceRunner {
  public:
   // Both must outlive the runner.
-  InstanceRunner(Instance& instance, Engine& engine) : instance_(instance), engine_(engine) {}
+  InstanceRunner(Instance& instance, Engine& engine)
+      : instance_(instance), engine_(engine), computes_(!engine.emulated()) {}
   InstanceRunner(const InstanceRunner&) = delete;
   InstanceRunner& operator=(const InstanceRunner&) = delete;
 
@@ -115,6 +116,7 @@ class InstanceRunner {
  private:
   Instance& instance_;
   Engine& engine_;
+  const bool computes_;  // the engine measures its steps (fidelity_ counts them)
   SwitchTiming timing_;
   InstanceEventBuffer buffer_;
   SimEngine model_;  // what the simulator would charge (fidelity_)

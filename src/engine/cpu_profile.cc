@@ -25,15 +25,23 @@ CpuModelConfig Named(const char* name, std::int32_t hidden, std::int32_t layers,
 }
 
 template <typename F>
+double SecondsOf(F&& run) {
+  const auto t0 = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The upper median (REQUIRES: not empty); reorders `v`.
+double Median(std::vector<double>& v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename F>
 double MedianSeconds(std::int32_t repeats, F&& run) {
   std::vector<double> s;
-  for (std::int32_t i = 0; i < std::max(1, repeats); ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(s.begin(), s.end());
-  return s[s.size() / 2];
+  for (std::int32_t i = 0; i < std::max(1, repeats); ++i) s.push_back(SecondsOf(run));
+  return Median(s);
 }
 
 std::string List(const std::vector<double>& v, const char* fmt) {
@@ -158,33 +166,27 @@ std::string MeasureCpuProfile(const CpuModelConfig& config, const CpuProfileOpti
   for (std::int32_t pass = 0; pass < std::max(prefill_passes, decode_passes); ++pass) {
     for (Point& p : points) {
       if (pass >= p.passes) continue;
-      const auto t0 = std::chrono::steady_clock::now();
-      model.Forward(p.chunks, kv, logits);
-      p.samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      p.samples.push_back(SecondsOf([&] { model.Forward(p.chunks, kv, logits); }));
       if (pass + 1 == p.passes) point_done();
     }
   }
-  auto median = [](std::vector<double>& v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   std::size_t k = 0;
   std::vector<double> prefill_tokens = {0}, prefill_s = {0};
   for (std::int64_t n : o.prefill_tokens) {
     prefill_tokens.push_back(static_cast<double>(n));
-    prefill_s.push_back(median(points[k++].samples));
+    prefill_s.push_back(Median(points[k++].samples));
   }
   std::vector<std::vector<double>> cached_s;
   if (cached_grid) {
     for (std::size_t i = 0; i < o.cached_new_tokens.size(); ++i) {
       std::vector<double>& row = cached_s.emplace_back();
-      for (std::size_t j = 0; j < o.cached_tokens.size(); ++j) row.push_back(median(points[k++].samples));
+      for (std::size_t j = 0; j < o.cached_tokens.size(); ++j) row.push_back(Median(points[k++].samples));
     }
   }
   std::vector<std::vector<double>> decode_s;
   for (std::size_t i = 0; i < o.decode_batch.size(); ++i) {
     std::vector<double>& row = decode_s.emplace_back();
-    for (std::size_t j = 0; j < o.decode_context.size(); ++j) row.push_back(median(points[k++].samples));
+    for (std::size_t j = 0; j < o.decode_context.size(); ++j) row.push_back(Median(points[k++].samples));
   }
   // Copies: weights move between host and "device" memory by memcpy here,
   // so both links are this machine's copy bandwidth; a restore's fixed cost

@@ -97,38 +97,40 @@ void PhaseFamily(std::string& out, std::span<const InstanceSample> instances) {
 // A computing engine's step time against the profile model's for the same
 // steps, and the driver's time between steps (driver/step_fidelity.h).
 void FidelityFamilies(std::string& out, std::span<const InstanceSample> instances) {
+  // One sample per instance and phase; `extra` labels follow the phase.
+  const auto per_phase = [&](const char* name, const char* extra, double (*value)(const StepFidelity::Totals&)) {
+    for (const InstanceSample& i : instances) {
+      if (i.fidelity == nullptr) continue;
+      for (int p = 0; p < StepFidelity::kPhases; ++p) {
+        out += std::string(name) + "{" + Label("instance", i.name) + "," +
+               Label("phase", StepFidelity::kPhaseNames[p]) + extra + "} " + Number(value(i.fidelity->phases[p])) +
+               "\n";
+      }
+    }
+  };
   FamilyHeader(out, "talaria_engine_step_seconds_total", "counter",
                "seconds a computing engine's steps took (source=\"measured\") and what the profile model, the sim "
                "engine's, charges for the same steps (source=\"model\"), by phase; zero for an emulated engine");
-  for (const InstanceSample& i : instances) {
-    if (i.fidelity == nullptr) continue;
-    for (int p = 0; p < StepFidelity::kPhases; ++p) {
-      const StepFidelity::Totals& t = i.fidelity->phases[p];
-      const std::string labels = Label("instance", i.name) + "," + Label("phase", StepFidelity::kPhaseNames[p]);
-      out += "talaria_engine_step_seconds_total{" + labels + ",source=\"measured\"} " + Number(t.measured_s) + "\n";
-      out += "talaria_engine_step_seconds_total{" + labels + ",source=\"model\"} " + Number(t.model_s) + "\n";
-    }
-  }
+  per_phase("talaria_engine_step_seconds_total", ",source=\"measured\"",
+            [](const StepFidelity::Totals& t) { return t.measured_s; });
+  per_phase("talaria_engine_step_seconds_total", ",source=\"model\"",
+            [](const StepFidelity::Totals& t) { return t.model_s; });
   FamilyHeader(out, "talaria_engine_steps_total", "counter", "steps a computing engine ran, by phase");
-  for (const InstanceSample& i : instances) {
-    if (i.fidelity == nullptr) continue;
-    for (int p = 0; p < StepFidelity::kPhases; ++p) {
-      out += "talaria_engine_steps_total{" + Label("instance", i.name) + "," +
-             Label("phase", StepFidelity::kPhaseNames[p]) + "} " +
-             Number(static_cast<double>(i.fidelity->phases[p].steps)) + "\n";
-    }
-  }
+  per_phase("talaria_engine_steps_total", "",
+            [](const StepFidelity::Totals& t) { return static_cast<double>(t.steps); });
   Family(out, instances, "talaria_driver_boundary_seconds_total", "counter",
          "the real-time driver's own time from a step's end to the next step's start while work waited "
          "(delivering events, intake, planning; emulated seconds); the simulator charges none",
          [](const InstanceSample& i, double& v) {
-           v = i.fidelity != nullptr ? i.fidelity->boundary_s : 0;
-           return i.fidelity != nullptr;
+           if (i.fidelity == nullptr) return false;
+           v = i.fidelity->boundary_s;
+           return true;
          });
   Family(out, instances, "talaria_driver_boundaries_total", "counter",
          "step boundaries the real-time driver crossed without waiting idle", [](const InstanceSample& i, double& v) {
-           v = i.fidelity != nullptr ? static_cast<double>(i.fidelity->boundaries) : 0;
-           return i.fidelity != nullptr;
+           if (i.fidelity == nullptr) return false;
+           v = static_cast<double>(i.fidelity->boundaries);
+           return true;
          });
 }
 

@@ -3,10 +3,11 @@
 // says (gauges: which model is open and active, queues and running calls by
 // model, the round against its Eq.5 bound, HBM by region, host KV), what its
 // scheduler counted (SP admitted and deferred, slot holds and hits, restore
-// skips, opens, phase time), what its server observed (switch latency
-// by path, round length), and how a computing engine's steps compared with
-// the profile model (driver/step_fidelity.h). Labels are instance, model, path, phase and
-// region: bounded by the configuration, never a session id.
+// skips, opens, phase time), what its server observed (switch latency by
+// path, round length), and how a computing engine's steps compared with the
+// profile model (driver/step_fidelity.h). Labels are instance, model, path,
+// phase, source and region: bounded by the configuration, never a session
+// id.
 #pragma once
 
 #include <span>
