@@ -8,13 +8,6 @@
 
 namespace talaria {
 
-std::uint64_t Mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 Rng Rng::Fork(std::uint64_t stream) { return Rng(Mix64(NextU64() ^ Mix64(stream))); }
 
 double Rng::Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }

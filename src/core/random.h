@@ -36,7 +36,13 @@ class Rng {
   std::mt19937_64 engine_;
 };
 
-// splitmix64 finaliser: a good 64-bit mix, used to derive seeds and token ids.
-std::uint64_t Mix64(std::uint64_t x);
+// splitmix64 finaliser: a good 64-bit mix, used to derive seeds and token
+// ids (inline: a replay names every block of every context with it).
+inline std::uint64_t Mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 }  // namespace talaria

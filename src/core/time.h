@@ -25,10 +25,19 @@ struct Timeline {
 
 using TimePoint = Timeline::time_point;
 
-// Converts seconds to a Duration, rounding to the nearest nanosecond.
-inline Duration FromSeconds(double seconds) {
-  return Duration(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
+// std::llround(x) (to nearest, halfway cases away from zero) without the
+// library call, which the simulator would pay on every time it computes:
+// the truncation and the fraction it drops are both exact below 2^62.
+// Beyond that, and for NaN, the library answers.
+inline std::int64_t RoundToNearest(double x) {
+  if (!(std::abs(x) < 0x1p62)) return std::llround(x);
+  const auto whole = static_cast<std::int64_t>(x);  // toward zero
+  const double fraction = x - static_cast<double>(whole);
+  return fraction >= 0.5 ? whole + 1 : fraction <= -0.5 ? whole - 1 : whole;
 }
+
+// Converts seconds to a Duration, rounding to the nearest nanosecond.
+inline Duration FromSeconds(double seconds) { return Duration(RoundToNearest(seconds * 1e9)); }
 
 inline double ToSeconds(Duration d) { return static_cast<double>(d.count()) * 1e-9; }
 inline double ToSeconds(TimePoint t) { return ToSeconds(t.time_since_epoch()); }

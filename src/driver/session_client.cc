@@ -8,16 +8,25 @@ double ReleaseRule::GapSeconds(const TraceCall& next) const {
   return std::min(next.gap_uncapped_s.value_or(next.gap_s), gap_cap_s);
 }
 
-void TraceSessionContext::Advance(const TraceCall& c, std::int32_t block_tokens) {
+void TraceSessionContext::Advance(const TraceCall& c, std::int32_t block_tokens, std::int64_t reserve_tokens) {
   const std::int64_t context = c.prompt_tokens + c.output_tokens;
-  if (chain_ == nullptr || chain_.use_count() > 1) {  // shared: extend a copy of what the prefix keeps
+  const auto keep = static_cast<std::size_t>(c.prefix_tokens / block_tokens);
+  const auto full = static_cast<std::size_t>(context / block_tokens);
+  const auto room = static_cast<std::size_t>(std::max(context, reserve_tokens) / block_tokens);
+  // Holders see a prefix of the chain, no longer than it is now: blocks may
+  // be appended in place past it, within the capacity (the data does not
+  // move), but a chain cut inside it, or grown past its capacity while
+  // held, is extended as a copy of what the prefix keeps.
+  const bool held = chain_ != nullptr && chain_.use_count() > 1;
+  if (chain_ == nullptr || (held && (keep < chain_->size() || full > chain_->capacity()))) {
     auto fresh = std::make_shared<std::vector<PrefixHash>>();
+    fresh->reserve(room);
     if (chain_ != nullptr) {
-      const auto keep = std::min<std::size_t>(chain_->size(), static_cast<std::size_t>(c.prefix_tokens / block_tokens));
-      fresh->reserve(static_cast<std::size_t>(context / block_tokens));
-      fresh->assign(chain_->begin(), chain_->begin() + static_cast<std::ptrdiff_t>(keep));
+      fresh->assign(chain_->begin(), chain_->begin() + static_cast<std::ptrdiff_t>(std::min(chain_->size(), keep)));
     }
     chain_ = std::move(fresh);
+  } else if (full > chain_->capacity()) {
+    chain_->reserve(room);
   }
   ExtendSessionChain(*chain_, c.prefix_tokens, context, block_tokens, c.token_seed, c.call_index);
   full_reuse_ = FullReuse(advanced_, c.prefix_tokens, previous_context_);

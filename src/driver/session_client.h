@@ -52,11 +52,14 @@ class TraceSessionContext {
  public:
   // Extends the context for trace call `c`, the session's next call (calls
   // in order, one at a time): keeps the blocks inside its prefix, names the
-  // rest of its prompt + output.
-  void Advance(const TraceCall& c, std::int32_t block_tokens);
+  // rest of its prompt + output. `reserve_tokens`: the chain's room when it
+  // must grow (the session's later contexts, so they append in place).
+  void Advance(const TraceCall& c, std::int32_t block_tokens, std::int64_t reserve_tokens = 0);
   // The request for `c`, the call Advance was last given. It shares this
-  // context's chain (CallRequest::chain_owner): while the call or an
-  // instance holds it, the next Advance extends a copy.
+  // context's chain (CallRequest::chain_owner, memory/block_chain.h): while
+  // the call or an instance holds it, the next Advance appends in place
+  // within the chain's capacity, and extends a copy when its prefix cuts
+  // into the chain or it outgrows the capacity.
   CallRequest Request(const TraceCall& c, std::int64_t id) const;
   // The session is over: lets go of its chain.
   void End() {

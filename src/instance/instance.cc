@@ -156,7 +156,7 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   const std::int32_t index = ModelIndex(call.model);
   TALARIA_CHECK(index >= 0, "call for a model this instance does not host");
   TALARIA_CHECK(call.chain_owner == nullptr ||
-                    (call.chain.data() == call.chain_owner->data() && call.chain.size() == call.chain_owner->size()),
+                    (call.chain.data() == call.chain_owner->data() && call.chain.size() <= call.chain_owner->size()),
                 "a call's chain is not the shared chain it hands over");
   auto r = std::make_unique<Request>();
   const std::int64_t id = call.id;
@@ -270,6 +270,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   } else {
     s.chain_data = std::make_shared<const std::vector<PrefixHash>>(r.call.chain.begin(), r.call.chain.end());
   }
+  s.chain_blocks = static_cast<std::int32_t>(r.call.chain.size());
   // A hybrid model's state is checkpointed at the context's end: with its
   // partial last block when the context ends inside one.
   s.partial = m.profile->family == AttentionFamily::kHybrid ? r.call.context_partial : 0;

@@ -72,8 +72,9 @@ struct CallRequest {
   std::string model;
   // Cumulative hashes of this call's context (prompt + output) blocks. The
   // caller keeps them alive and unchanged until the call finishes, or hands
-  // them over shared: then `chain` views `*chain_owner`, and the instance's
-  // session entry keeps that chain instead of a copy.
+  // them over shared: then `chain` views the leading blocks of
+  // `*chain_owner` (which may grow past them, memory/block_chain.h), and the
+  // instance's session entry keeps that chain instead of a copy.
   std::span<const PrefixHash> chain;
   SharedChain chain_owner;
   // A hybrid model's recurrent state cannot be rolled back; the session's

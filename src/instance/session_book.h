@@ -33,7 +33,8 @@ struct InstanceSession {
   std::string id;
   ChainOwner owner = 0;     // its chains' owner in the host registry
   std::int32_t model = -1;  // model whose device KV `blocks` hold
-  SharedChain chain_data;  // its last context's full blocks (see chain())
+  SharedChain chain_data;  // its last context's full blocks: the first chain_blocks (see chain())
+  std::int32_t chain_blocks = 0;
   PrefixHash partial = 0;  // a hybrid context's partial last block, checkpointed with the chain (0: none)
   BlockList blocks;
   bool busy = false;
@@ -62,7 +63,9 @@ struct InstanceSession {
   std::int32_t requests = 0;  // requests that point at it: it is not forgotten while any do
 
   // Its last context's full blocks.
-  std::span<const PrefixHash> chain() const { return ChainView(chain_data); }
+  std::span<const PrefixHash> chain() const {
+    return ChainView(chain_data).first(chain_data != nullptr ? static_cast<std::size_t>(chain_blocks) : 0);
+  }
   // The chain its host checkpoint registers.
   BlockChain host_chain() const { return partial != 0 ? BlockChain(chain(), partial) : BlockChain(chain()); }
 };

@@ -195,6 +195,7 @@ void Instance::Report(Session& s, TimePoint now, bool delta, InstanceTelemetry& 
     // cluster scale such entries' chains add up to hundreds of MB; its next
     // call brings its chain again.
     s.chain_data.reset();
+    s.chain_blocks = 0;
     s.partial = 0;
   }
   const bool changed = state != s.reported || tokens != s.reported_tokens || s.model != s.reported_model;

@@ -20,10 +20,13 @@ namespace talaria {
 
 using PrefixHash = std::uint64_t;
 
-// A chain of full-block hashes shared, immutable, by its holders (a
-// replayed session's context, its call in flight, an instance's session
-// entry): a holder that needs a different chain makes a new one, so a
-// session's chain is held once however many hold it.
+// A chain of full-block hashes shared by its holders (a replayed session's
+// context, its call in flight, an instance's session entry), append-only:
+// each holder sees the prefix as long as the chain was when it took it, and
+// the chain's maker may append past every holder's view within its
+// capacity (so the data does not move), never change a held block; a maker
+// that needs other blocks there makes a new chain. A session's chain is
+// held once however many hold it.
 using SharedChain = std::shared_ptr<const std::vector<PrefixHash>>;
 
 // A shared chain's hashes (none when it is null).

@@ -102,27 +102,27 @@ void HostKvRegistry::TouchMatches() {
 
 void HostKvRegistry::LogDrop(const Segment& s, PrefixHash dropped) {
   if (!drops_.empty() && drops_.back().owner == kAnyOwner) return;  // says it all already
-  if (s.shared || s.owner == 0 || drops_.size() >= kDropsCap) {
-    drops_.assign(1, Drop{kAnyOwner});
-    return;
-  }
-  if (!drops_.empty() && drops_.back().owner == s.owner && drops_.back().model == s.model &&
-      drops_.back().first == s.first) {
+  if (!s.shared && s.owner != 0 && !drops_.empty() && drops_.back().owner == s.owner &&
+      drops_.back().model == s.model && drops_.back().first == s.first) {
     drops_.back().kept = s.size();  // the same segment trimmed again
     drops_.back().dropped = dropped;
+    return;
+  }
+  if (s.shared || s.owner == 0 || drops_.size() >= kDropsCap) {
+    drops_.assign(1, Drop{kAnyOwner});
     return;
   }
   drops_.push_back(Drop{s.owner, s.model, s.first, s.start, s.size(), dropped});
 }
 
-void HostKvRegistry::TrimTail(Segment& s) {
-  used_ -= s.block_bytes + s.tail_bytes;
+void HostKvRegistry::TrimTail(Segment& s, std::int32_t n) {
+  used_ -= n * s.block_bytes + s.tail_bytes;
   s.tail_bytes = 0;
-  const PrefixHash dropped = s.hashes.back();
-  s.hashes.pop_back();  // (only a published block goes)
+  const PrefixHash dropped = s.hashes[static_cast<std::size_t>(s.size() - n)];  // the lowest that goes
+  s.hashes.resize(static_cast<std::size_t>(s.size() - n));  // (only published blocks go)
   s.published = std::min(s.published, s.size());
-  ++evicted_;
-  ++version_;
+  evicted_ += n;
+  version_ += static_cast<std::uint64_t>(n);
   LogDrop(s, dropped);
   if (s.hashes.empty()) {
     LruUnlink(s);
@@ -136,11 +136,15 @@ bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
     next = s.lru_next;  // TrimTail may erase s
     // Invariant 1: only published blocks past every pinned prefix go.
     const std::int32_t keep = s.pinned();
-    while (used_ + bytes > capacity_ && s.size() > keep && s.published == s.size()) {
-      const bool last = s.size() == 1;
-      TrimTail(s);
-      if (last) break;
-    }
+    if (s.size() <= keep || s.published != s.size()) continue;
+    // As many tail blocks as the room needs, at once: the last also frees
+    // its tail bytes.
+    const std::int64_t excess = used_ + bytes - capacity_;
+    const std::int64_t first = s.block_bytes + s.tail_bytes;
+    std::int64_t n = s.size() - keep;
+    if (excess <= first) n = 1;
+    else if (s.block_bytes > 0) n = std::min(n, 1 + (excess - first + s.block_bytes - 1) / s.block_bytes);
+    TrimTail(s, static_cast<std::int32_t>(n));
   }
   return used_ + bytes <= capacity_;
 }

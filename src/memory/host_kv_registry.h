@@ -231,8 +231,8 @@ class HostKvRegistry {
   // bytes, as D2H copies from `t`; returns when they land.
   TimePoint Append(Segment& s, BlockChain chain, std::int32_t from, std::int32_t to, std::int64_t tail,
                    TimePoint t, double d2h_bytes_per_s);
-  // Drops a segment's last block; erases the segment when it is empty.
-  void TrimTail(Segment& s);
+  // Drops a segment's last n blocks; erases the segment when it is empty.
+  void TrimTail(Segment& s, std::int32_t n);
   void Touch(Segment& s);
   void LruAppend(Segment& s);
   void LruPrepend(Segment& s);

@@ -1,5 +1,6 @@
 #include "memory/kv_pool.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "core/error.h"
@@ -12,8 +13,16 @@ void KvPool::Format(Region region, std::int64_t block_bytes) {
   block_bytes_ = block_bytes;
   total_ = static_cast<std::int32_t>(std::max<std::int64_t>(0, region.size()) / block_bytes);
   free_ = total_;
-  bits_.assign(static_cast<std::size_t>((total_ + 63) / 64), ~std::uint64_t{0});
+  // Only the words allocated from since the last Format, and the old last
+  // word's partial mask, differ from all-free: a model switch formats the
+  // pool, and rewriting a whole large free map each time is most of its cost.
+  const auto words = static_cast<std::size_t>((total_ + 63) / 64);
+  const std::size_t old_words = bits_.size();
+  if (old_words > 0 && old_words <= words) bits_[old_words - 1] = ~std::uint64_t{0};
+  std::fill_n(bits_.begin(), std::min({touched_words_, old_words, words}), ~std::uint64_t{0});
+  bits_.resize(words, ~std::uint64_t{0});
   if (total_ % 64 != 0 && !bits_.empty()) bits_.back() = (std::uint64_t{1} << (total_ % 64)) - 1;
+  touched_words_ = 0;
   top_word_ = 0;
   low_word_ = 0;
   ClearSkip();
@@ -31,6 +40,7 @@ bool KvPool::Allocate(std::int32_t n, BlockList& out) {
     std::uint64_t usable = bits_[w];
     if (usable == 0) continue;
     top_word_ = std::max(top_word_, w);
+    touched_words_ = std::max(touched_words_, w + 1);
     const auto base = static_cast<BlockId>(w * 64);
     if (base < skip_end_ && base + 64 > skip_begin_) {  // the skip range's bits are not handed out
       const int lo = std::max<BlockId>(skip_begin_ - base, 0);
@@ -123,6 +133,9 @@ bool KvPool::AnyAllocatedIn(Region r) const {
   const std::int64_t lo = std::max<std::int64_t>(0, r.begin - region_.begin) / block_bytes_;
   const std::int64_t hi = std::min<std::int64_t>(
       total_, (std::max<std::int64_t>(0, r.end - region_.begin) + block_bytes_ - 1) / block_bytes_);
+  // Nothing is allocated above top_word_ (the staging chunks a stager asks
+  // about sit at the top of the region, the KV low): no scan.
+  if (lo >= static_cast<std::int64_t>(top_word_ + 1) * 64) return false;
   bool any = false;
   ForEachWord(*this, static_cast<BlockId>(lo), static_cast<BlockId>(hi), [&](std::uint64_t word, std::uint64_t mask) {
     any = (~word & mask) != 0;

@@ -71,6 +71,9 @@ class KvPool {
   // No word above this one has an allocated block (a bound kept by Allocate
   // and tightened by HighestAllocatedEnd, so its scan is short).
   mutable std::size_t top_word_ = 0;
+  // Words below this one were allocated from since the last Format; the
+  // rest are as Format left them (its next call rewrites only these).
+  std::size_t touched_words_ = 0;
   // No word below this one has a free block (kept by Allocate and Free), so
   // an allocation does not rescan the full low words the bump order fills.
   std::size_t low_word_ = 0;

@@ -18,6 +18,11 @@
 namespace talaria {
 namespace {
 
+// How many of a session's later calls a context's chain makes room for
+// when it grows (a copy at most every this many calls, for a few calls' growth
+// of spare capacity).
+constexpr std::size_t kChainLookahead = 3;
+
 struct SessionRun {
   std::vector<std::uint32_t> calls;  // trace indices in call order
   std::size_t next = 0;              // next call to release
@@ -329,7 +334,14 @@ class Driver final : public InstanceEvents {
     CallRun& run = calls_[call];
     SessionRun& s = sessions_[run.session];
     if (!run.chain_ready) {
-      s.context.Advance(c, block_tokens_);
+      // Room for the session's next contexts too: a chain an instance holds
+      // then grows in place instead of as a copy per call.
+      std::int64_t room = 0;
+      for (std::size_t k = s.next - 1; k < std::min(s.calls.size(), s.next + kChainLookahead); ++k) {
+        const TraceCall& later = trace_.calls[s.calls[k]];
+        room = std::max(room, later.prompt_tokens + later.output_tokens);
+      }
+      s.context.Advance(c, block_tokens_, room);
       run.chain_ready = true;
     }
     RouteRequest route;

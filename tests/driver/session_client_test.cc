@@ -115,6 +115,44 @@ TEST(TraceSessionContextTest, AHeldChainIsExtendedAsACopy) {
   EXPECT_EQ(s.Request(c2, 3).chain.data(), in_place);
 }
 
+// With room reserved, a held chain grows in place: the holder's view (its
+// length, its blocks, their address) is unchanged, and the blocks past it
+// are the new call's. A call whose prefix cuts into a held chain gets a copy.
+TEST(TraceSessionContextTest, AHeldChainWithRoomGrowsInPlaceAndACutOneIsCopied) {
+  TraceSessionContext s;
+  const TraceCall c0 = Call(0, 200, 0, 56);  // 4 blocks
+  s.Advance(c0, 64, /*reserve_tokens=*/640);  // room for 10
+  const CallRequest r0 = s.Request(c0, 1);
+  const std::vector<PrefixHash> before(r0.chain.begin(), r0.chain.end());
+
+  const TraceCall c1 = Call(1, 300, 256, 84);  // 6 blocks, the first 4 kept
+  s.Advance(c1, 64);
+  const CallRequest r1 = s.Request(c1, 2);
+  EXPECT_EQ(r1.chain_owner, r0.chain_owner);  // the same chain, grown
+  EXPECT_EQ(r1.chain.data(), r0.chain.data());
+  ASSERT_EQ(r0.chain.size(), 4u);
+  EXPECT_EQ(std::vector<PrefixHash>(r0.chain.begin(), r0.chain.end()), before);
+  ASSERT_EQ(r1.chain.size(), 6u);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), r1.chain.begin()));
+
+  // Named as a fresh context would name them.
+  TraceSessionContext fresh;
+  fresh.Advance(c0, 64);
+  fresh.Advance(c1, 64);
+  const auto expected = fresh.chain();
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), r1.chain.begin(), r1.chain.end()));
+
+  const TraceCall c2 = Call(2, 400, 130, 0);  // keeps 2 blocks of the 6 held
+  s.Advance(c2, 64);
+  const CallRequest r2 = s.Request(c2, 3);
+  EXPECT_NE(r2.chain_owner, r1.chain_owner);
+  ASSERT_EQ(r1.chain.size(), 6u);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), r1.chain.begin(), r1.chain.end()));  // untouched
+  ASSERT_EQ(r2.chain.size(), 6u);  // 400 tokens: 6 full blocks
+  EXPECT_TRUE(std::equal(before.begin(), before.begin() + 2, r2.chain.begin()));
+  EXPECT_NE(r2.chain[2], r1.chain[2]);  // renamed past the prefix
+}
+
 // A hybrid model's state is checkpointed where each context ended; a call
 // names the latest such point inside its prefix, and the partial block it
 // ends in (the one its predecessor named as its context's).

@@ -188,6 +188,9 @@ TEST(HostKvRegistryTest, ACheckpointCopiesAgainWhatWasEvictedSince) {
   EXPECT_EQ(hkvr.drops()[0].first, a[0]);
   EXPECT_EQ(hkvr.drops()[0].start, 0);
   EXPECT_EQ(hkvr.drops()[0].kept, 3);
+  EXPECT_EQ(hkvr.drops()[0].dropped, a[3]);  // the lowest block that went
+  EXPECT_EQ(hkvr.evicted_blocks(), 2);
+  EXPECT_EQ(hkvr.used_bytes(), 800);
   EXPECT_EQ(hkvr.Probe(0, a), 3);
   ExtendSessionChain(a, 64 * 5, 64 * 6, 64, 10, 1);  // a's next call adds a block
   hkvr.CompleteCopies(AtSeconds(2));

@@ -168,6 +168,29 @@ TEST(KvPoolTest, AllocatesRunsAroundTheSkipRangeAndFreesTails) {
   EXPECT_EQ(next, (std::vector<BlockId>{70, 71}));
 }
 
+// A format drops every block whatever the previous one left: allocated
+// blocks, a partial last word, a larger or smaller map (a model switch
+// formats the region in the next model's block size).
+TEST(KvPoolTest, EachFormatStartsWithEveryBlockFreeAtAnySize) {
+  KvPool pool;
+  pool.Format({0, 200 * 10}, 10);  // 200 blocks: 3 words and 8 bits
+  std::vector<BlockId> got;
+  ASSERT_TRUE(pool.Allocate(130, got));
+  for (const std::int64_t block : {std::int64_t{4}, std::int64_t{3}, std::int64_t{25}, std::int64_t{10}}) {
+    pool.Format({0, 2000}, block);
+    const std::int32_t total = static_cast<std::int32_t>(2000 / block);
+    EXPECT_EQ(pool.total_blocks(), total);
+    EXPECT_EQ(pool.free_blocks(), total);
+    EXPECT_FALSE(pool.AnyAllocatedIn({0, 2000}));
+    std::vector<BlockId> all;
+    ASSERT_TRUE(pool.Allocate(total, all)) << block;  // every block is there, once
+    ASSERT_EQ(all.size(), static_cast<std::size_t>(total));
+    for (std::int32_t i = 0; i < total; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], i);
+    EXPECT_FALSE(pool.Allocate(1, all));  // and none past the end
+    EXPECT_EQ(pool.HighestAllocatedEnd(), static_cast<std::int64_t>(total) * block);
+  }
+}
+
 TEST(KvPoolDeathTest, FreeingARunWithAFreeBlockIsABug) {
   KvPool pool;
   pool.Format({0, 1000}, 10);
