@@ -137,8 +137,8 @@ bool HostKvRegistry::MakeRoom(std::int64_t bytes) {
     // Invariant 1: only published blocks past every pinned prefix go.
     const std::int32_t keep = s.pinned();
     if (s.size() <= keep || s.published != s.size()) continue;
-    // As many tail blocks as the room needs, at once: the last also frees
-    // its tail bytes.
+    // As many tail blocks as the room needs, at once (the segment's last
+    // block also frees its tail bytes).
     const std::int64_t excess = used_ + bytes - capacity_;
     const std::int64_t first = s.block_bytes + s.tail_bytes;
     std::int64_t n = s.size() - keep;
