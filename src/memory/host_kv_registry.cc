@@ -41,8 +41,12 @@ std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, BlockChain
     if (it == self.segments_.end()) break;
     auto& s = it->second;  // const exactly when the registry is
     const auto n = static_cast<std::size_t>(std::min(s.size(), limit - pos));
-    // The matched blocks are a prefix of the segment (hashes are cumulative).
-    const std::int32_t m = CommonBlocks(std::span(s.hashes).first(n), chain, static_cast<std::size_t>(pos));
+    // The matched blocks are a prefix of the segment (hashes are cumulative):
+    // all of it when its last block matches, found without its hash array.
+    const std::int32_t m =
+        n == s.hashes.size() && s.last == chain[static_cast<std::size_t>(pos) + n - 1]
+            ? static_cast<std::int32_t>(n)
+            : CommonBlocks(std::span(s.hashes).first(n), chain, static_cast<std::size_t>(pos));
     if (m == 0) break;  // a segment starts with its key block, so m >= 1; never loop in place
     if (!on_match(s, pos, m)) break;
     pos += m;  // a partial match continues in the branch that starts here, if any
@@ -120,9 +124,10 @@ void HostKvRegistry::TrimTail(Segment& s, std::int32_t n) {
   s.tail_bytes = 0;
   const PrefixHash dropped = s.hashes[static_cast<std::size_t>(s.size() - n)];  // the lowest that goes
   s.hashes.resize(static_cast<std::size_t>(s.size() - n));  // (only published blocks go)
+  s.last = s.hashes.empty() ? 0 : s.hashes.back();
   s.published = std::min(s.published, s.size());
   evicted_ += n;
-  version_ += static_cast<std::uint64_t>(n);
+  ++version_;
   LogDrop(s, dropped);
   if (s.hashes.empty()) {
     LruUnlink(s);
@@ -231,11 +236,14 @@ HostKvRegistry::Segment& HostKvRegistry::NewSegment(ModelId model, BlockChain ch
 
 TimePoint HostKvRegistry::Append(Segment& s, BlockChain chain, std::int32_t from, std::int32_t to,
                                  std::int64_t tail, TimePoint t, double d2h_bytes_per_s) {
-  // Exactly what it holds: a registry at cluster scale keeps tens of millions
-  // of hashes, and doubling slack on extended segments would be a third more.
-  s.hashes.reserve(s.hashes.size() + static_cast<std::size_t>(to - from));
+  // Grown by half again when full, not to the exact size: a session's
+  // segment is extended at every call, and exact growth copied the whole
+  // segment each time.
+  const std::size_t need = s.hashes.size() + static_cast<std::size_t>(to - from);
+  if (need > s.hashes.capacity()) s.hashes.reserve(std::max(need, s.hashes.size() + s.hashes.size() / 2));
   s.flight_first = s.size();
   for (std::int32_t i = from; i < to; ++i) s.hashes.push_back(chain[static_cast<std::size_t>(i)]);
+  s.last = s.hashes.back();
   s.tail_bytes = tail;
   // Back to back on the D2H engine; the last block carries the tail.
   s.flight_start = t;

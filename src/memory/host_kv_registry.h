@@ -176,6 +176,7 @@ class HostKvRegistry {
     PrefixHash first = 0;             // its key's hash (the first block's, even once trimmed away)
     std::int32_t start = 0;           // the first block's position in the chain
     std::vector<PrefixHash> hashes;   // its blocks, in chain order (trimmed from the back)
+    PrefixHash last = 0;              // hashes.back() (0: none), kept in the node for walks
     std::int32_t published = 0;       // leading blocks whose copy completed
     // The D2H copies of its blocks from flight_first on, one checkpoint's
     // (a segment is extended only once its copies landed): they run back to

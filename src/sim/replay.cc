@@ -5,6 +5,8 @@
 #include <limits>
 #include <memory>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -150,10 +152,17 @@ class Driver final : public InstanceEvents {
     control_->StartHeartbeat(
         timer_, now_, [this](std::int32_t i) { Poll(i); },
         [this] { return result_.calls_completed + result_.rejected < result_.calls_total; });
+    // Every session's first call, scheduled in one batch (the event queue
+    // keeps them apart from its heap).
+    std::vector<std::pair<TimePoint, Event>> firsts;
+    firsts.reserve(sessions_.size());
     for (std::size_t s = 0; s < sessions_.size(); ++s) {
       const std::size_t first = sessions_[s].calls.front();
-      Release(first, AtSeconds(trace_.calls[first].gap_s * options_.start_scale));
+      const TimePoint at = AtSeconds(trace_.calls[first].gap_s * options_.start_scale);
+      Intend(first, at);
+      firsts.emplace_back(at, Event{EventKind::kArrival, static_cast<std::int32_t>(first)});
     }
+    events_.PushMany(firsts);
     while (!events_.empty()) {
       const auto e = events_.Pop();
       now_ = e.at;
@@ -321,12 +330,17 @@ class Driver final : public InstanceEvents {
   }
 
   void Release(std::size_t call, TimePoint at) {
+    Intend(call, at);
+    events_.Push(at, Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
+  }
+  // A call's intended arrival, and its session's next call: what Release
+  // does besides scheduling the arrival.
+  void Intend(std::size_t call, TimePoint at) {
     CallRun& run = calls_[call];
     run.intended = at;
     SessionRun& s = sessions_[run.session];
     if (s.next == 0) s.first_intended = at;
     ++s.next;
-    events_.Push(at, Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
   }
 
   void Arrive(std::size_t call) {

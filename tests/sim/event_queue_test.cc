@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <utility>
 #include <vector>
 
 namespace talaria {
@@ -18,6 +20,47 @@ TEST(EventQueueTest, OrdersByTimeThenInsertion) {
   while (!q.empty()) order.push_back(q.Pop().payload);
   EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
   EXPECT_EQ(q.NextTime(), TimePoint::max());
+}
+
+// Events pushed in bulk (PushMany) come out in exactly the order they would
+// had each been pushed alone at that point, interleaved with single pushes
+// and pops, ties in time included.
+TEST(EventQueueTest, BulkPushesKeepTheOrderOfSinglePushes) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    EventQueue<int> bulk;
+    EventQueue<int> single;
+    std::vector<int> bulk_order;
+    std::vector<int> single_order;
+    int next = 0;
+    for (int op = 0; op < 200; ++op) {
+      const auto kind = rng() % 4;
+      if (kind == 0) {  // a batch, times from a few values so many tie
+        std::vector<std::pair<TimePoint, int>> batch;
+        const auto n = rng() % 20;
+        for (std::uint64_t k = 0; k < n; ++k) batch.emplace_back(AtSeconds(static_cast<double>(rng() % 8)), next++);
+        bulk.PushMany(batch);
+        for (const auto& [at, payload] : batch) single.Push(at, payload);
+      } else if (kind == 1) {
+        const TimePoint at = AtSeconds(static_cast<double>(rng() % 8));
+        bulk.Push(at, next);
+        single.Push(at, next++);
+      } else if (!single.empty()) {
+        ASSERT_EQ(bulk.size(), single.size());
+        ASSERT_EQ(bulk.NextTime(), single.NextTime());
+        ASSERT_EQ(bulk.Top().payload, single.Top().payload);
+        bulk_order.push_back(bulk.Pop().payload);
+        single_order.push_back(single.Pop().payload);
+      }
+    }
+    while (!single.empty()) {
+      ASSERT_FALSE(bulk.empty());
+      bulk_order.push_back(bulk.Pop().payload);
+      single_order.push_back(single.Pop().payload);
+    }
+    EXPECT_TRUE(bulk.empty());
+    EXPECT_EQ(bulk_order, single_order);
+  }
 }
 
 }  // namespace
