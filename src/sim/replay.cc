@@ -160,7 +160,7 @@ class Driver final : public InstanceEvents {
       const std::size_t first = sessions_[s].calls.front();
       const TimePoint at = AtSeconds(trace_.calls[first].gap_s * options_.start_scale);
       Intend(first, at);
-      firsts.emplace_back(at, Event{EventKind::kArrival, static_cast<std::int32_t>(first)});
+      firsts.emplace_back(at, ArrivalOf(first));
     }
     events_.PushMany(firsts);
     while (!events_.empty()) {
@@ -331,8 +331,9 @@ class Driver final : public InstanceEvents {
 
   void Release(std::size_t call, TimePoint at) {
     Intend(call, at);
-    events_.Push(at, Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
+    events_.Push(at, ArrivalOf(call));
   }
+  static Event ArrivalOf(std::size_t call) { return Event{EventKind::kArrival, static_cast<std::int32_t>(call)}; }
   // A call's intended arrival, and its session's next call: what Release
   // does besides scheduling the arrival.
   void Intend(std::size_t call, TimePoint at) {
@@ -366,7 +367,7 @@ class Driver final : public InstanceEvents {
     route.continuation = c.call_index > 0;
     const ControlPlane::Placement p = control_->Place(route, run.intended, now_);
     if (p.outcome == ControlPlane::Placement::Outcome::kWait) {  // waits at the gateway: arrives again
-      events_.Push(p.retry_at, Event{EventKind::kArrival, static_cast<std::int32_t>(call)});
+      events_.Push(p.retry_at, ArrivalOf(call));
       return;
     }
     if (p.outcome == ControlPlane::Placement::Outcome::kRejected) {
