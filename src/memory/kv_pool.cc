@@ -16,12 +16,15 @@ void KvPool::Format(Region region, std::int64_t block_bytes) {
   // Only the words allocated from since the last Format, and the old last
   // word's partial mask, differ from all-free: a model switch formats the
   // pool, and rewriting a whole large free map each time is most of its cost.
-  const auto words = static_cast<std::size_t>((total_ + 63) / 64);
-  const std::size_t old_words = bits_.size();
-  if (old_words > 0 && old_words <= words) bits_[old_words - 1] = ~std::uint64_t{0};
-  std::fill_n(bits_.begin(), std::min({touched_words_, old_words, words}), ~std::uint64_t{0});
-  bits_.resize(words, ~std::uint64_t{0});
-  if (total_ % 64 != 0 && !bits_.empty()) bits_.back() = (std::uint64_t{1} << (total_ % 64)) - 1;
+  // The map keeps the size of the largest pool it has held (a model with a
+  // small KV footprint has many times the blocks of the others), and words
+  // past the pool stay all-free: a switch back into that model finds its
+  // words ready instead of writing them again.
+  if (words_ > 0) bits_[words_ - 1] = ~std::uint64_t{0};
+  std::fill_n(bits_.begin(), touched_words_, ~std::uint64_t{0});
+  words_ = static_cast<std::size_t>((total_ + 63) / 64);
+  if (bits_.size() < words_) bits_.resize(words_, ~std::uint64_t{0});
+  if (total_ % 64 != 0) bits_[words_ - 1] = (std::uint64_t{1} << (total_ % 64)) - 1;
   touched_words_ = 0;
   top_word_ = 0;
   low_word_ = 0;
@@ -32,11 +35,11 @@ bool KvPool::Allocate(std::int32_t n, BlockList& out) {
   if (n <= 0) return true;
   if (free_ < n) return false;
   if (skip_begin_ < skip_end_ && free_ - FreeIn(skip_begin_, skip_end_) < n) return false;
-  while (low_word_ < bits_.size() && bits_[low_word_] == 0) ++low_word_;
+  while (low_word_ < words_ && bits_[low_word_] == 0) ++low_word_;
   // Enough blocks are free outside the skip range, so this fills all n:
   // lowest first, a run of free bits at a time.
   std::int32_t got = 0;
-  for (std::size_t w = low_word_; w < bits_.size() && got < n; ++w) {
+  for (std::size_t w = low_word_; w < words_ && got < n; ++w) {
     std::uint64_t usable = bits_[w];
     if (usable == 0) continue;
     top_word_ = std::max(top_word_, w);
@@ -115,9 +118,9 @@ void KvPool::SetSkip(Region r) {
 }
 
 std::int64_t KvPool::HighestAllocatedEnd() const {
-  for (std::size_t w = std::min(top_word_ + 1, bits_.size()); w-- > 0;) {
+  for (std::size_t w = std::min(top_word_ + 1, words_); w-- > 0;) {
     std::uint64_t allocated = ~bits_[w];
-    if (w == bits_.size() - 1 && total_ % 64 != 0) allocated &= (std::uint64_t{1} << (total_ % 64)) - 1;
+    if (w == words_ - 1 && total_ % 64 != 0) allocated &= (std::uint64_t{1} << (total_ % 64)) - 1;
     if (allocated != 0) {
       top_word_ = w;
       const auto top = static_cast<BlockId>(w * 64 + 63 - static_cast<std::size_t>(std::countl_zero(allocated)));

@@ -67,7 +67,10 @@ class KvPool {
   std::int64_t block_bytes_ = 0;
   std::int32_t total_ = 0;
   std::int32_t free_ = 0;
-  std::vector<std::uint64_t> bits_;  // 1 = free
+  // The free map, 1 = free: words_ words cover the pool's blocks; the
+  // words past them (left from a larger pool) are all-free.
+  std::vector<std::uint64_t> bits_;
+  std::size_t words_ = 0;
   // No word above this one has an allocated block (a bound kept by Allocate
   // and tightened by HighestAllocatedEnd, so its scan is short).
   mutable std::size_t top_word_ = 0;

@@ -189,6 +189,13 @@ TEST(KvPoolTest, EachFormatStartsWithEveryBlockFreeAtAnySize) {
     EXPECT_FALSE(pool.Allocate(1, all));  // and none past the end
     EXPECT_EQ(pool.HighestAllocatedEnd(), static_cast<std::int64_t>(total) * block);
   }
+  // A small pool's partial last word, left with nothing allocated, is free
+  // again when the next format grows the pool past it.
+  pool.Format({0, 2000}, 25);  // 80 blocks: one word and 16 bits
+  pool.Format({0, 2000}, 4);   // 500 blocks
+  std::vector<BlockId> all;
+  ASSERT_TRUE(pool.Allocate(500, all));
+  for (std::int32_t i = 0; i < 500; ++i) ASSERT_EQ(all[static_cast<std::size_t>(i)], i);
 }
 
 TEST(KvPoolDeathTest, FreeingARunWithAFreeBlockIsABug) {
