@@ -110,7 +110,9 @@ class ClusterView {
   SessionUpdate ApplySnapshot(std::int32_t i, const InstanceTelemetry& t, const RouterOptions& options);
   bool WantsFullSnapshot(std::int32_t i) const { return instances_[static_cast<std::size_t>(i)].wants_full; }
   void SetHealthy(std::int32_t i, bool healthy) {
-    status_[static_cast<std::size_t>(i)].healthy = healthy;
+    bool& h = status_[static_cast<std::size_t>(i)].healthy;
+    if (h == healthy) return;  // every other change refreshes the rows itself: they are current
+    h = healthy;
     RefreshRows(i);
   }
   // The sessions instance i's snapshots say it holds (index bookkeeping of
