@@ -375,7 +375,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       counters_.prefill_s += took;
       if (step_.kind == Step::Kind::kSessionPrefill) counters_.session_prefill_s += took;
       Model& m = Active();
-      if (const double predicted = step_cost::PrefillBatch(*m.profile, step_.prefill.items); predicted > 0) {
+      if (const double predicted = prefill_totals_.predicted_s; predicted > 0) {
         m.prefill_scale = EwmaStep(m.prefill_scale, took / predicted, kStepScaleWeight);
       }
       for (Request* r : batch_) {

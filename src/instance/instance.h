@@ -405,6 +405,17 @@ class Instance {
   Step step_;
   std::vector<Request*> batch_;          // requests of the planned prefill step
   std::vector<PrefillItem> items_;       // and their items
+  // The planned prefill step's totals, formed once when it is planned: its
+  // predicted seconds at the profile (Commit's scale update), and the calls
+  // it brings to decode with their output still to come (restored calls
+  // are counted running already), which every snapshot taken while it runs
+  // reports without walking the batch.
+  struct PrefillTotals {
+    double predicted_s = 0;
+    std::int32_t new_calls = 0;
+    std::int64_t output_tokens = 0;  // the prefill yields each call's first
+  };
+  PrefillTotals prefill_totals_;
   std::vector<SeqRef> decode_seqs_;      // the planned decode step's calls
   BlockList scratch_blocks_;
   std::vector<std::int32_t> state_points_;  // InteriorStatePoints' output, reused

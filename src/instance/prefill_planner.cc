@@ -272,6 +272,12 @@ bool Instance::PlanPrefill(TimePoint now, bool session_prefill) {
   if (batch_.empty()) return false;
   step_.kind = session_prefill ? Step::Kind::kSessionPrefill : Step::Kind::kPrefill;
   step_.prefill = PrefillStep{m.profile, items_};
+  prefill_totals_ = PrefillTotals{step_cost::PrefillBatch(*m.profile, step_.prefill.items), 0, 0};
+  for (const Request* r : batch_) {
+    if (r->swapped) continue;
+    ++prefill_totals_.new_calls;
+    prefill_totals_.output_tokens += r->call.output_tokens - 1;
+  }
   return true;
 }
 

@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "core/units.h"
-#include "profile/step_cost.h"
 
 namespace talaria {
 
@@ -29,14 +28,10 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   std::int32_t prefilling = 0;
   std::int64_t prefilling_tokens = 0;
   if (in_flight_ && (step_.kind == Step::Kind::kPrefill || step_.kind == Step::Kind::kSessionPrefill)) {
-    const Model& m = Active();
-    const double predicted = step_cost::PrefillBatch(*m.profile, step_.prefill.items) * m.prefill_scale;
+    const double predicted = prefill_totals_.predicted_s * Active().prefill_scale;
     prefilling_s = std::max(0.0, predicted - ToSeconds(now - step_start_));
-    for (const Request* r : batch_) {
-      if (r->swapped) continue;  // a restored call is counted running already
-      ++prefilling;
-      prefilling_tokens += r->call.output_tokens - 1;  // the prefill yields the first
-    }
+    prefilling = prefill_totals_.new_calls;
+    prefilling_tokens = prefill_totals_.output_tokens;
   }
   for (std::size_t i = 0; i < models_.size(); ++i) {
     const Model& m = *models_[i];
