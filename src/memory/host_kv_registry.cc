@@ -42,16 +42,39 @@ std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, BlockChain
     auto& s = it->second;  // const exactly when the registry is
     const auto n = static_cast<std::size_t>(std::min(s.size(), limit - pos));
     // The matched blocks are a prefix of the segment (hashes are cumulative):
-    // all of it when its last block matches, found without its hash array.
-    const std::int32_t m =
-        n == s.hashes.size() && s.last == chain[static_cast<std::size_t>(pos) + n - 1]
-            ? static_cast<std::int32_t>(n)
-            : CommonBlocks(std::span(s.hashes).first(n), chain, static_cast<std::size_t>(pos));
+    // all of it when its last block matches, found without its hash array;
+    // else where the chain leaves it, at a branch point seen before or by
+    // bisection.
+    std::int32_t m = -1;
+    if (n == s.hashes.size() && s.last == chain[static_cast<std::size_t>(pos) + n - 1]) {
+      m = static_cast<std::int32_t>(n);
+    } else {
+      m = KnownBranch(s, chain, static_cast<std::size_t>(pos), n);
+      if (m < 0) m = CommonBlocks(std::span(s.hashes).first(n), chain, static_cast<std::size_t>(pos));
+    }
     if (m == 0) break;  // a segment starts with its key block, so m >= 1; never loop in place
     if (!on_match(s, pos, m)) break;
     pos += m;  // a partial match continues in the branch that starts here, if any
   }
   return pos;
+}
+
+std::int32_t HostKvRegistry::KnownBranch(const Segment& s, BlockChain chain, std::size_t pos, std::size_t n) {
+  // Hashes are cumulative: agreeing on block b - 1 and not on block b, the
+  // chain matches exactly s's first b blocks.
+  for (const std::int32_t b : s.branches) {
+    const auto at = static_cast<std::size_t>(b);
+    if (b > 0 && at < n && s.hashes[at - 1] == chain[pos + at - 1] && s.hashes[at] != chain[pos + at]) return b;
+  }
+  return -1;
+}
+
+void HostKvRegistry::NoteBranch(Segment& s, std::int32_t blocks) {
+  auto& b = s.branches;
+  auto* known = std::find(b.begin(), b.end(), blocks);
+  // Newest first: the one found moves to the front, else the oldest goes.
+  std::rotate(b.begin(), known != b.end() ? known : b.end() - 1, known != b.end() ? known + 1 : b.end());
+  b.front() = blocks;
 }
 
 std::int32_t HostKvRegistry::Walk(ModelId model, BlockChain chain, std::int32_t limit,
@@ -164,6 +187,11 @@ HostKvRegistry::CheckpointResult HostKvRegistry::Checkpoint(
   const std::int32_t present = Walk(model, chain, blocks, walk_);
   for (const Match& m : walk_) {
     if (m.segment->owner != owner) m.segment->shared = true;
+  }
+  // The chain leaves its last segment inside it: later chains of this
+  // prompt prefix will likely leave there too.
+  if (present < blocks && !walk_.empty() && walk_.back().blocks < walk_.back().segment->size()) {
+    NoteBranch(*walk_.back().segment, walk_.back().blocks);
   }
   r.present_blocks = present;
   // The chain's registered blocks become most recent before making room, so

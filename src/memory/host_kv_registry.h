@@ -32,6 +32,7 @@
 // synchronized.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -190,6 +191,11 @@ class HostKvRegistry {
     std::int64_t block_bytes = 0;
     std::int64_t tail_bytes = 0;      // extra bytes on its last block, while it holds it
     std::vector<std::int32_t> pins;   // pinned prefix lengths, one per restore in flight
+    // Where other chains were last seen to leave it (block counts from its
+    // start, newest first, 0: none): sessions that share a prompt prefix
+    // branch off the first one's segment at the same block, and a walk
+    // tries these before bisecting its hashes (Branch).
+    std::array<std::int32_t, 4> branches{};
     ChainOwner owner = 0;
     bool shared = false;              // another owner's chain runs through it
     Segment* lru_prev = nullptr;      // its neighbours in the LRU order (intrusive:
@@ -220,6 +226,11 @@ class HostKvRegistry {
   template <typename Registry, typename OnMatch>
   static std::int32_t WalkChain(Registry& self, ModelId model, BlockChain chain,
                                 std::int32_t limit, OnMatch on_match);
+  // How many of s's first n blocks `chain` matches from block `pos`, when it
+  // leaves s at one of s's known branch points; -1 when it does not.
+  static std::int32_t KnownBranch(const Segment& s, BlockChain chain, std::size_t pos, std::size_t n);
+  // A chain left s after its first `blocks` (0 < blocks < s.size()).
+  static void NoteBranch(Segment& s, std::int32_t blocks);
   // The segment a checkpoint's new blocks can be appended to, or null.
   Segment* Extendable(ModelId model, BlockChain chain, std::int32_t present,
                       std::int64_t block_bytes, std::int64_t tail_bytes, ChainOwner owner);

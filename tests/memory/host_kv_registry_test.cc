@@ -217,6 +217,28 @@ TEST(HostKvRegistryTest, AChainThatBranchesSharesTheHeadAndKeepsItsOwnTail) {
   hkvr.Unpin(0, branch, 5);
 }
 
+// Walks try the blocks where earlier chains left a segment before bisecting
+// its hashes; a chain that leaves it elsewhere still matches exactly.
+TEST(HostKvRegistryTest, ChainsLeavingASegmentAtAKnownOrANewBlockMatchExactly) {
+  const std::vector<PrefixHash> first = Chain(30, 64 * 8);
+  auto branch_at = [&](std::int64_t blocks, std::int32_t call) {
+    std::vector<PrefixHash> c = first;
+    ExtendSessionChain(c, 64 * blocks, 64 * 9, 64, 30, call);  // keeps `blocks`, then differs
+    return c;
+  };
+  HostKvRegistry hkvr(1'000'000);
+  hkvr.Checkpoint(0, first, 8, 100, 0, AtSeconds(0), kRate, 1);
+  EXPECT_EQ(hkvr.Checkpoint(0, branch_at(3, 1), 9, 100, 0, AtSeconds(1), kRate, 2).present_blocks, 3);
+  // The same branch point, other blocks after it; then a later one, and an
+  // earlier one, than any seen.
+  EXPECT_EQ(hkvr.Checkpoint(0, branch_at(3, 2), 9, 100, 0, AtSeconds(2), kRate, 3).present_blocks, 3);
+  EXPECT_EQ(hkvr.Checkpoint(0, branch_at(5, 3), 9, 100, 0, AtSeconds(3), kRate, 4).present_blocks, 5);
+  EXPECT_EQ(hkvr.Checkpoint(0, branch_at(1, 4), 9, 100, 0, AtSeconds(4), kRate, 5).present_blocks, 1);
+  EXPECT_EQ(hkvr.Lookup(0, branch_at(5, 3), AtSeconds(20)), 9);
+  EXPECT_EQ(hkvr.Lookup(0, branch_at(3, 2), AtSeconds(20)), 9);
+  EXPECT_EQ(hkvr.Lookup(0, first, AtSeconds(20)), 8);
+}
+
 // A block two owners' chains hold: its eviction may concern anyone.
 TEST(HostKvRegistryTest, DroppingASharedBlockIsReportedForAnyOwner) {
   const auto shared = Chain(13, 64 * 2);
