@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,29 @@ TEST(EventQueueTest, OrdersByTimeThenInsertion) {
   while (!q.empty()) order.push_back(q.Pop().payload);
   EXPECT_EQ(order, (std::vector<int>{2, 4, 1, 3}));
   EXPECT_EQ(q.NextTime(), TimePoint::max());
+}
+
+// The heap against a reference: under random pushes (many ties) and pops,
+// every pop is the earliest event, the earliest pushed among equal times.
+TEST(EventQueueTest, EveryPopIsTheEarliestEventPending) {
+  std::mt19937_64 rng(11);
+  EventQueue<int> q;
+  std::set<std::pair<TimePoint, int>> pending;  // (time, push order)
+  int next = 0;
+  for (int op = 0; op < 20000; ++op) {
+    if (rng() % 5 < 3) {
+      const TimePoint at = AtSeconds(static_cast<double>(rng() % 50));
+      q.Push(at, next);
+      pending.emplace(at, next++);
+    } else if (!pending.empty()) {
+      ASSERT_EQ(q.size(), pending.size());
+      const auto e = q.Pop();
+      ASSERT_EQ(std::make_pair(e.at, e.payload), *pending.begin());
+      pending.erase(pending.begin());
+    }
+  }
+  for (; !pending.empty(); pending.erase(pending.begin())) ASSERT_EQ(q.Pop().payload, pending.begin()->second);
+  EXPECT_TRUE(q.empty());
 }
 
 // Events pushed in bulk (PushMany) come out in exactly the order they would
