@@ -194,7 +194,7 @@ class HostKvRegistry {
     // Where other chains were last seen to leave it (block counts from its
     // start, newest first, 0: none): sessions that share a prompt prefix
     // branch off the first one's segment at the same block, and a walk
-    // tries these before bisecting its hashes (Branch).
+    // tries these before bisecting its hashes (KnownBranch).
     std::array<std::int32_t, 4> branches{};
     ChainOwner owner = 0;
     bool shared = false;              // another owner's chain runs through it
