@@ -45,10 +45,8 @@ std::int32_t HostKvRegistry::WalkChain(Registry& self, ModelId model, BlockChain
     // all of it when its last block matches, found without its hash array;
     // else where the chain leaves it, at a branch point seen before or by
     // bisection.
-    std::int32_t m = -1;
-    if (n == s.hashes.size() && s.last == chain[static_cast<std::size_t>(pos) + n - 1]) {
-      m = static_cast<std::int32_t>(n);
-    } else {
+    auto m = static_cast<std::int32_t>(n);
+    if (n != s.hashes.size() || s.last != chain[static_cast<std::size_t>(pos) + n - 1]) {
       m = KnownBranch(s, chain, static_cast<std::size_t>(pos), n);
       if (m < 0) m = CommonBlocks(std::span(s.hashes).first(n), chain, static_cast<std::size_t>(pos));
     }
@@ -70,10 +68,12 @@ std::int32_t HostKvRegistry::KnownBranch(const Segment& s, BlockChain chain, std
 }
 
 void HostKvRegistry::NoteBranch(Segment& s, std::int32_t blocks) {
+  // Newest first: a known one moves to the front; a new one takes the
+  // oldest's place there.
   auto& b = s.branches;
-  auto* known = std::find(b.begin(), b.end(), blocks);
-  // Newest first: the one found moves to the front, else the oldest goes.
-  std::rotate(b.begin(), known != b.end() ? known : b.end() - 1, known != b.end() ? known + 1 : b.end());
+  auto* at = std::find(b.begin(), b.end(), blocks);
+  if (at == b.end()) --at;
+  std::rotate(b.begin(), at, at + 1);
   b.front() = blocks;
 }
 
