@@ -201,6 +201,7 @@ void RunGateway(const ServeArgs& a) {
     options.poll_key = OperatorKey(cluster.serve);
     options.keepalive_s = cluster.serve.upstream_keepalive_s;
     options.silence_s = cluster.serve.upstream_silence_s;
+    options.protocol = cluster.serve.upstream_protocol;
     links.push_back(
         std::make_unique<RemoteInstanceLink>(cluster.instances[i].name, cluster.instance_addresses[i], options, loop));
   }

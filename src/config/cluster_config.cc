@@ -90,6 +90,9 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       s.Fail("upstream_silence_s", s.table()->get("upstream_silence_s"),
              "must be at least twice upstream_keepalive_s, or every quiet call counts its instance hung");
     }
+    OptionalChoice(s, "upstream_protocol", c.serve.upstream_protocol,
+                   {{"link", UpstreamProtocol::kLink}, {"http", UpstreamProtocol::kHttp}},
+                   "must be \"link\" or \"http\"");
     s.Optional("max_connections", c.serve.http.max_connections, 1, 1 << 20);
     s.Optional("state", c.serve.state);
     s.Optional("state_timeout_s", c.serve.state_timeout_s, 0.001, 60);

@@ -27,6 +27,11 @@ struct HttpLimits {
   std::int64_t max_connections = 4096;  // open at once; above: 503 and close
 };
 
+// How `talaria gateway` sends calls to its instance servers
+// ([serve] upstream_protocol): all of an instance's calls on one upgraded
+// connection ("link", the instance link), or one HTTP request each ("http").
+enum class UpstreamProtocol { kLink, kHttp };
+
 // How `talaria serve` exposes the cluster ([serve]).
 struct ServeOptions {
   std::string host = "127.0.0.1";  // loopback unless configured otherwise
@@ -51,8 +56,11 @@ struct ServeOptions {
   // an instance that sends no byte for upstream_silence_s counts as hung
   // (the call goes elsewhere if nothing was streamed, else ends with an
   // error event). upstream_keepalive_s 0 turns both off.
+  // Over the instance link both sides ping every upstream_keepalive_s
+  // instead (every 30 s when it is 0, with no silence bound).
   double upstream_keepalive_s = 1;
   double upstream_silence_s = 5;
+  UpstreamProtocol upstream_protocol = UpstreamProtocol::kLink;
   // Gateway replicas: where the session table, leases and live-lease counts
   // are shared ("redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"; docs/serving.md
   // "Gateway replicas"). Empty: the gateway keeps them in its own process.

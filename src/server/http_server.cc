@@ -23,6 +23,8 @@
 #include "server/http_call_channel.h"
 #include "server/http_responses.h"
 #include "server/http_wire.h"
+#include "server/link_frames.h"
+#include "server/link_server.h"
 #include "server/timeline_json.h"
 
 namespace talaria {
@@ -73,6 +75,7 @@ struct HttpServer::Impl {
   bool draining = false;
   std::string drain_note;  // why a cut call ended
   CallAnswer calls{service, metrics, limits, draining};  // the completion endpoints' answers
+  LinkServer links{service, metrics, limits, gate};       // gateways' upgraded connections
 
   std::mutex quiet_mu;
   std::condition_variable quiet_cv;
@@ -117,8 +120,9 @@ struct HttpServer::Impl {
     for (auto& [serial, o] : open) {
       if (o.idle) o.stream->cancel();  // its read ends; the connection closes
     }
+    const std::size_t on_links = links.BeginDrain();
     CheckQuiet();
-    return active.size();
+    return active.size() + on_links;
   }
 
   // The drain time is up: every call still in flight is cancelled (counted
@@ -133,7 +137,7 @@ struct HttpServer::Impl {
       channel->timer.cancel();
       ++cut;
     }
-    return cut;
+    return cut + links.CutCalls(drain_note);
   }
 
   void CheckQuiet() {
@@ -219,6 +223,10 @@ struct HttpServer::Impl {
           }
           stream.expires_never();
           Request req = parser.release();
+          if (req.method() == http::verb::get && std::string_view(req.target().data(), req.target().size()) == link::kPath) {
+            co_await UpgradeToLink(stream, req, buffer);
+            break;  // the link has ended: so does the connection
+          }
           const bool keep_alive = req.keep_alive();
           co_await Handle(stream, req);
           if (!keep_alive || draining) break;
@@ -252,6 +260,48 @@ struct HttpServer::Impl {
       co_return co_await Refuse(stream, 400, "malformed_request", "malformed HTTP request: " + ec.message());
     }
     // Reset, broken pipe and the like: nobody to answer.
+  }
+
+  // GET /v1/link (server/link_server.h): a gateway's connection upgraded
+  // to carry many calls at once.
+  io::Task<void> UpgradeToLink(io::Stream& stream, const Request& req, beast::flat_buffer& buffer) {
+    const std::string label(link::kPath);
+    if (draining) {
+      co_return co_await Write(stream, ErrorResponse(req, ShuttingDown("the server is shutting down; retry elsewhere")),
+                               label);
+    }
+    const std::string key = BearerKey(req);
+    if (service.RequiresApiKey() && !service.ApiKeyAccepted(key)) {
+      co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
+    }
+    const auto upgrade = req.find(http::field::upgrade);
+    const double ping_s = KeepaliveSeconds(req);
+    if (upgrade == req.end() || std::string_view(upgrade->value().data(), upgrade->value().size()) != link::kProtocol || ping_s <= 0) {
+      const ApiError bad = MakeError(400, "invalid_request_error", "bad_upgrade",
+                                     std::string("GET ") + std::string(link::kPath) + " upgrades to " +
+                                         std::string(link::kProtocol) + " (Upgrade header) and needs " +
+                                         kKeepaliveHeader + ": the ping period, 0.1 to 60 s");
+      co_return co_await Write(stream, ErrorResponse(req, bad), label);
+    }
+    metrics.requests.Add(label + ",101");
+    const std::string head = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " +
+                             std::string(link::kProtocol) + "\r\n\r\n";
+    stream.expires_after(WallSeconds(limits.write_timeout_s));
+    boost::system::error_code ec;
+    co_await net::async_write(stream, net::buffer(head), net::redirect_error(io::use_task, ec));
+    if (ec) co_return;
+    const auto* bytes = static_cast<const char*>(buffer.data().data());
+    std::string received(bytes, bytes + buffer.size());  // frames sent right behind the request
+    buffer.consume(buffer.size());
+    co_await links.Serve(stream, std::move(received), ping_s);
+  }
+
+  static std::string BearerKey(const Request& req) {
+    if (auto auth = req.find(http::field::authorization); auth != req.end()) {
+      const std::string_view value(auth->value().data(), auth->value().size());
+      if (value.starts_with("Bearer ")) return std::string(value.substr(7));
+    }
+    return {};
   }
 
   io::Task<void> Write(io::Stream& stream, Response res, const std::string& endpoint) {
@@ -311,10 +361,7 @@ struct HttpServer::Impl {
                                t.label);
     }
     // Client endpoints need a key when keys are configured.
-    if (auto auth = req.find(http::field::authorization); auth != req.end()) {
-      const std::string value(auth->value());
-      if (value.rfind("Bearer ", 0) == 0) t.key = value.substr(7);
-    }
+    t.key = BearerKey(req);
     if (route->needs_key && service.RequiresApiKey() && !service.ApiKeyAccepted(t.key)) {
       co_return co_await Write(stream, ErrorResponse(req, Unauthorized(t.key.empty())), t.label);
     }

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "server/asio_io.h"
+#include "server/link_client.h"
 #include "server/openai_decode.h"
 #include "server/openai_encode.h"
 #include "server/telemetry_json.h"
@@ -44,6 +45,7 @@ struct RemoteCall {
   std::shared_ptr<const LinkCall> call;
   std::shared_ptr<CompletionSink> sink;
   Stream* stream = nullptr;  // the connection in use; I/O thread only
+  LinkClient::Ticket ticket;  // where the instance link placed it; I/O thread only
   bool cancelled = false;    // guarded by Impl::mu
   bool ended = false;        // guarded by Impl::mu
 };
@@ -83,12 +85,6 @@ struct StreamState {
   std::optional<ApiError> error;
 };
 
-// Why an exchange with the instance failed.
-struct Failure {
-  std::string why;
-  bool delivered = false;  // the request went out whole: the instance may have taken it
-  bool timed_out = false;  // silence, not a close, ended it
-};
 
 // A kept-alive connection the instance has closed (or that has bytes
 // nobody asked for) reads as ready: it is not reused. One non-blocking peek
@@ -102,7 +98,7 @@ bool ShowsClose(Stream& conn) {
 
 }  // namespace
 
-struct RemoteInstanceLink::Impl {
+struct RemoteInstanceLink::Impl final : LinkCallEvents {
   const std::string& name;
   std::string host_header;
   tcp::endpoint endpoint;
@@ -123,11 +119,47 @@ struct RemoteInstanceLink::Impl {
   // double per call was ~2% of the gateway's instructions).
   std::string keepalive_line;
 
+  // The instance link's client, unless calls go over HTTP (made once the
+  // address is known).
+  std::unique_ptr<LinkClient> link;
+
   Impl(const std::string& n, RemoteLinkOptions o, std::shared_ptr<IoLoop> l)
       : name(n), options(o), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {
     if (options.keepalive_s > 0) {
       keepalive_line.append(kKeepaliveHeader).append(": ").append(std::to_string(options.keepalive_s)).append("\r\n");
     }
+  }
+
+  void OpenLink() {
+    if (options.protocol != UpstreamProtocol::kLink) return;
+    LinkClientOptions o;
+    o.connect_timeout_s = options.connect_timeout_s;
+    // Without keep-alives the link still pings, rarely, so that an
+    // instance does not close it as idle; silence then bounds nothing.
+    o.ping_s = options.keepalive_s > 0 ? options.keepalive_s : 30;
+    o.silence_s = options.keepalive_s > 0 ? options.silence_s : 0;
+    o.key = options.poll_key;
+    link = std::make_unique<LinkClient>(io.get_executor(), endpoint, host_header, o, *this);
+  }
+
+  std::shared_ptr<RemoteCall> Find(std::int64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = live.find(id);
+    return it == live.end() ? nullptr : it->second;
+  }
+
+  // LinkCallEvents: what the instance link hears of a call.
+  void Delta(std::int64_t id, std::string_view text) override {
+    if (auto rc = Find(id); rc && !Cancelled(*rc)) rc->sink->OnDelta(std::string(text));
+  }
+  void Done(std::int64_t id, const Usage& usage, const std::string& finish_reason) override {
+    if (auto rc = Find(id)) End(*rc, [&] { rc->sink->OnDone(usage, finish_reason); });
+  }
+  void Answered(std::int64_t id, const ApiError& error) override {
+    if (auto rc = Find(id)) End(*rc, [&] { rc->sink->OnError(Answered(error)); });
+  }
+  void Failed(std::int64_t id, const LinkFailure& f) override {
+    if (auto rc = Find(id)) End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
   }
 
   bool Cancelled(RemoteCall& rc) {
@@ -168,7 +200,7 @@ struct RemoteInstanceLink::Impl {
   }
 
   // The error for a failed exchange (see the header's Failures).
-  ApiError ErrorOf(const Failure& f) const {
+  ApiError ErrorOf(const LinkFailure& f) const {
     if (f.delivered && !f.timed_out) return InstanceFailedError(name, f.why);
     return UnreachableError(name, f.why);
   }
@@ -196,7 +228,7 @@ struct RemoteInstanceLink::Impl {
   // header (0: ExpectBytes decides).
   io::Task<std::unique_ptr<Stream>> Exchange(const OutgoingRequest& req, beast::flat_buffer& buffer,
                                              std::unique_ptr<HeaderParser>& parser, double header_timeout_s,
-                                             RemoteCall* rc, Failure& failure) {
+                                             RemoteCall* rc, LinkFailure& failure) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       std::unique_ptr<Stream> conn = TakeIdle();
       const bool reused = conn != nullptr;
@@ -279,7 +311,7 @@ struct RemoteInstanceLink::Impl {
                                             keepalive_line, hints);
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
-    Failure failure;
+    LinkFailure failure;
     std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, 0, rc.get(), failure);
     if (conn == nullptr) {
       End(*rc, [&] { rc->sink->OnError(ErrorOf(failure)); });
@@ -309,7 +341,7 @@ struct RemoteInstanceLink::Impl {
       StreamState st;
       if (!ec) HandleEvent(body.get().body(), *rc, st);
       if (ec) {
-        Failure f{"", true, ec == beast::error::timeout};
+        LinkFailure f{"", true, ec == beast::error::timeout};
         f.why = f.timed_out ? "no byte for " + std::to_string(options.silence_s) + " s mid-answer (hung?)"
                             : "the connection broke mid-call: " + ec.message();
         End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
@@ -343,7 +375,7 @@ struct RemoteInstanceLink::Impl {
     }
     rc->stream = nullptr;
     if (ec) {
-      Failure f{"", true, ec == beast::error::timeout};
+      LinkFailure f{"", true, ec == beast::error::timeout};
       f.why = f.timed_out ? "no byte for " + std::to_string(options.silence_s) + " s mid-call (hung?)"
                           : "the connection broke mid-call: " + ec.message();
       End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
@@ -363,7 +395,7 @@ struct RemoteInstanceLink::Impl {
     const OutgoingRequest req = MakeRequest("GET", target, host_header, options.poll_key, "");
     beast::flat_buffer buffer;
     std::unique_ptr<HeaderParser> header;
-    Failure failure;
+    LinkFailure failure;
     std::unique_ptr<Stream> conn = co_await Exchange(req, buffer, header, options.poll_timeout_s, nullptr, failure);
     if (conn == nullptr || header->get().result_int() != 200) co_return std::nullopt;
     http::response_parser<http::string_body> body{std::move(*header)};
@@ -430,6 +462,7 @@ RemoteInstanceLink::RemoteInstanceLink(std::string name, const std::string& addr
   }
   impl_->endpoint = tcp::endpoint(ip, static_cast<std::uint16_t>(port));
   impl_->host_header = address;
+  impl_->OpenLink();
 }
 
 RemoteInstanceLink::~RemoteInstanceLink() { Stop(); }
@@ -448,6 +481,10 @@ void RemoteInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::share
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->live[rc->call->id] = rc;
+  }
+  if (impl_->link != nullptr) {
+    net::dispatch(impl_->io, [impl = impl_.get(), rc] { rc->ticket = impl->link->Submit(*rc->call); });
+    return;
   }
   net::co_spawn(impl_->io, impl_->RunCall(rc), [this, rc](std::exception_ptr e) {
     if (e == nullptr) return;
@@ -472,8 +509,10 @@ bool RemoteInstanceLink::Cancel(std::int64_t id) {
     impl_->live.erase(it);
   }
   // Closing the connection tells the instance server, which frees the call.
-  net::post(impl_->io, [rc] {
-    if (rc->stream != nullptr) {
+  net::post(impl_->io, [impl = impl_.get(), rc] {
+    if (impl->link != nullptr) {
+      impl->link->Cancel(rc->ticket);
+    } else if (rc->stream != nullptr) {
       boost::system::error_code ec;
       rc->stream->socket().close(ec);
     }

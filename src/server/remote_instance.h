@@ -1,6 +1,7 @@
-// The gateway's link to an instance server over HTTP (`talaria gateway` in
-// front of `talaria instance` processes). Connections are kept alive and
-// reused; a call is POSTed to the instance's /v1/completions as token ids,
+// The gateway's link to an instance server (`talaria gateway` in front of
+// `talaria instance` processes). Calls go over the instance link, many on
+// one connection (server/link_client.h, the default), or over HTTP: kept-
+// alive connections are reused, and a call is POSTed to the instance's /v1/completions as token ids,
 // streaming as its client asked: a stream's server-sent events are relayed
 // to the sink, a whole answer's text goes to it at once; the usage (cached
 // tokens, KV source) ends the call. Telemetry polls GET /v1/telemetry with
@@ -31,12 +32,16 @@
 #include <memory>
 #include <string>
 
+#include "config/serve_options.h"
 #include "server/instance_link.h"
 #include "server/io_loop.h"
 
 namespace talaria {
 
 struct RemoteLinkOptions {
+  // How calls reach the instance: all on one upgraded connection (the
+  // instance link, server/link_client.h), or one HTTP exchange each.
+  UpstreamProtocol protocol = UpstreamProtocol::kLink;
   double connect_timeout_s = 1.0;  // wall seconds to establish a connection
   double poll_timeout_s = 1.0;     // wall seconds for a telemetry answer
   std::size_t max_idle_connections = 64;

@@ -1,4 +1,4 @@
-// The gateway's link to an instance server against a scripted instance (a
+// The gateway's link to an instance server over HTTP against a scripted instance (a
 // raw socket on loopback that answers as the test says): a hung instance is
 // found by its silence before and after the first token (or a whole
 // answer's leading spaces), keep-alives keep a slow call alive (against a
@@ -23,6 +23,7 @@
 #include "server/http_server.h"
 #include "server/instance_service.h"
 #include "server/openai_encode.h"
+#include "server/scripted_instance.h"
 
 namespace talaria {
 namespace {
@@ -31,90 +32,8 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
-
-// One connection's worth of an instance: reads a request, then runs the
-// script on the socket; holds the socket open until the test ends.
-class ScriptedInstance {
- public:
-  using Script = std::function<void(tcp::socket&)>;
-  explicit ScriptedInstance(Script script) : acceptor_(io_, {net::ip::make_address("127.0.0.1"), 0}) {
-    thread_ = std::thread([this, script = std::move(script)] {
-      tcp::socket socket(io_);
-      boost::system::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (ec) return;
-      beast::flat_buffer buffer;
-      http::read(socket, buffer, request_, ec);
-      if (ec) return;
-      script(socket);
-      std::unique_lock<std::mutex> lock(mu_);
-      done_cv_.wait(lock, [&] { return done_; });  // the socket stays open until then
-    });
-  }
-  ~ScriptedInstance() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    done_cv_.notify_all();
-    boost::system::error_code ec;
-    acceptor_.close(ec);
-    thread_.join();
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
-  // The request it read (once the script has run).
-  const http::request<http::string_body>& request() const { return request_; }
-
-  static void Write(tcp::socket& socket, const std::string& bytes) {
-    boost::system::error_code ec;
-    net::write(socket, net::buffer(bytes), ec);
-  }
-  static void Chunk(tcp::socket& socket, std::string_view data) {
-    char size[16];
-    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    Write(socket, size + std::string(data) + "\r\n");
-  }
-  static void StreamHead(tcp::socket& socket) {
-    Write(socket, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
-  }
-
- private:
-  net::io_context io_;
-  tcp::acceptor acceptor_;
-  http::request<http::string_body> request_;
-  std::mutex mu_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
-class RecordingSink final : public CompletionSink {
- public:
-  void OnDelta(const std::string& text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_ += text;
-  }
-  void OnDone(const Usage&, const std::string&) override { end_.set_value(std::nullopt); }
-  void OnError(const ApiError& e) override { end_.set_value(e); }
-  // The call's end: nullopt when it completed. Fails the test past 10 s.
-  std::optional<ApiError> End() {
-    auto f = end_.get_future();
-    if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      ADD_FAILURE() << "the call never ended";
-      return ApiError{};
-    }
-    return f.get();
-  }
-  std::string text() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-
- private:
-  std::mutex mu_;
-  std::string text_;
-  std::promise<std::optional<ApiError>> end_;
-};
+using testing::CallRecorder;
+using testing::ScriptedInstance;
 
 AnswerHead Head() {
   AnswerHead h;
@@ -125,10 +44,14 @@ AnswerHead Head() {
 }
 
 // Runs one call through a link to `instance` (keep-alives every 0.1 s, hung
-// after 0.3 s of silence) and returns its sink once it ended.
-std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional<ApiError>& end, bool stream,
-                                       std::vector<std::int32_t> prompt = {1, 2, 3}) {
+// after 0.3 s of silence) and returns its sink once it ended. The scripted
+// instances here speak HTTP (tests/server/instance_link_test.cc scripts
+// the instance link).
+std::shared_ptr<CallRecorder> RunCall(const std::string& address, std::optional<ApiError>& end, bool stream,
+                                       std::vector<std::int32_t> prompt = {1, 2, 3},
+                                       UpstreamProtocol protocol = UpstreamProtocol::kHttp) {
   RemoteLinkOptions options;
+  options.protocol = protocol;
   options.keepalive_s = 0.1;
   options.silence_s = 0.3;
   RemoteInstanceLink link("i0", address, options);
@@ -138,7 +61,7 @@ std::shared_ptr<RecordingSink> RunCall(const std::string& address, std::optional
   call->prompt = std::move(prompt);
   call->max_tokens = 4;
   call->stream = stream;  // the client's choice, which the link passes on
-  auto sink = std::make_shared<RecordingSink>();
+  auto sink = std::make_shared<CallRecorder>();
   link.Submit(call, sink);
   end = sink->End();
   link.Stop();
@@ -201,12 +124,16 @@ TEST(RemoteLinkTest, KeepalivesKeepASlowCallAlive) {
   service.Start();
   HttpServer server(service, "127.0.0.1", 0);
   const std::uint16_t port = server.Start();
-  for (const bool stream : {false, true}) {  // spaces before a whole answer, comments in a stream
-    SCOPED_TRACE(stream ? "stream" : "whole answer");
-    std::optional<ApiError> end;
-    auto sink = RunCall("127.0.0.1:" + std::to_string(port), end, stream, std::vector<std::int32_t>(900, 'x'));
-    EXPECT_FALSE(end.has_value()) << end->message;
-    EXPECT_FALSE(sink->text().empty());
+  for (const UpstreamProtocol protocol : {UpstreamProtocol::kHttp, UpstreamProtocol::kLink}) {
+    for (const bool stream : {false, true}) {  // spaces before a whole answer, comments in a stream (HTTP)
+      SCOPED_TRACE(std::string(stream ? "stream" : "whole answer") +
+                   (protocol == UpstreamProtocol::kLink ? ", instance link" : ", HTTP"));
+      std::optional<ApiError> end;
+      auto sink =
+          RunCall("127.0.0.1:" + std::to_string(port), end, stream, std::vector<std::int32_t>(900, 'x'), protocol);
+      EXPECT_FALSE(end.has_value()) << end->message;
+      EXPECT_FALSE(sink->text().empty());
+    }
   }
   server.Drain(5);
   service.Stop();
@@ -216,7 +143,9 @@ TEST(RemoteLinkTest, KeepalivesKeepASlowCallAlive) {
 // the instance (the link renders the request's bytes itself).
 TEST(RemoteLinkTest, TheRequestCarriesTheKeySessionAndHints) {
   ScriptedInstance instance([](tcp::socket& s) { s.close(); });
-  RemoteInstanceLink link("i0", instance.address(), RemoteLinkOptions{});
+  RemoteLinkOptions options;
+  options.protocol = UpstreamProtocol::kHttp;
+  RemoteInstanceLink link("i0", instance.address(), options);
   link.Start();
   auto call = std::make_shared<LinkCall>();
   call->model = "m";
@@ -227,7 +156,7 @@ TEST(RemoteLinkTest, TheRequestCarriesTheKeySessionAndHints) {
   call->api_key = "k1";
   call->expected_tool_s = 0.5;
   call->session_end = true;
-  auto sink = std::make_shared<RecordingSink>();
+  auto sink = std::make_shared<CallRecorder>();
   link.Submit(call, sink);
   (void)sink->End();
   link.Stop();

@@ -1,0 +1,109 @@
+// Test doubles for the gateway's links to instance servers: a scripted
+// instance (a raw socket on loopback that reads one HTTP request, then does
+// what the test says) and a sink that records a call's text and its end.
+#pragma once
+
+#include <utility>  // before Boost 1.74's asio (see http_server.cc)
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "server/service.h"
+
+namespace talaria::testing {
+
+// One connection's worth of an instance: reads a request, then runs the
+// script on the socket; holds the socket open until the test ends.
+class ScriptedInstance {
+ public:
+  using Script = std::function<void(boost::asio::ip::tcp::socket&)>;
+  explicit ScriptedInstance(Script script) : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, script = std::move(script)] {
+      boost::asio::ip::tcp::socket socket(io_);
+      boost::system::error_code ec;
+      acceptor_.accept(socket, ec);
+      if (ec) return;
+      boost::beast::flat_buffer buffer;
+      boost::beast::http::read(socket, buffer, request_, ec);
+      if (ec) return;
+      script(socket);
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] { return done_; });  // the socket stays open until then
+    });
+  }
+  ~ScriptedInstance() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    thread_.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
+  // The request it read (once the script has run).
+  const boost::beast::http::request<boost::beast::http::string_body>& request() const { return request_; }
+
+  static void Write(boost::asio::ip::tcp::socket& socket, const std::string& bytes) {
+    boost::system::error_code ec;
+    boost::asio::write(socket, boost::asio::buffer(bytes), ec);
+  }
+  static void Chunk(boost::asio::ip::tcp::socket& socket, std::string_view data) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    Write(socket, size + std::string(data) + "\r\n");
+  }
+  static void StreamHead(boost::asio::ip::tcp::socket& socket) {
+    Write(socket, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::beast::http::request<boost::beast::http::string_body> request_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+class CallRecorder final : public CompletionSink {
+ public:
+  void OnDelta(const std::string& text) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_ += text;
+  }
+  void OnDone(const Usage&, const std::string&) override { end_.set_value(std::nullopt); }
+  void OnError(const ApiError& e) override { end_.set_value(e); }
+  // The call's end: nullopt when it completed. Fails the test past 10 s.
+  std::optional<ApiError> End() {
+    auto f = end_.get_future();
+    if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "the call never ended";
+      return ApiError{};
+    }
+    return f.get();
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+  std::promise<std::optional<ApiError>> end_;
+};
+
+}  // namespace talaria::testing
