@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Added latency and throughput of the gateway, measured side by side in one
 # run: wrk against (1) a `talaria instance` directly, (2) a `talaria gateway`
-# in front of it, (3) Debian's nginx as a reverse proxy in front of the same
-# instance (keep-alive upstream, one worker process). Installs nginx-light
+# in front of it (calls over the instance link), (3) a second gateway in
+# front of it with upstream_protocol = "http" (a request per call), (4)
+# Debian's nginx as a reverse proxy in front of the same instance
+# (keep-alive upstream, one worker process). Installs nginx-light
 # and wrk from Debian if missing.
 # Usage: bench/gateway/run.sh [path/to/talaria] [seconds per run (default 5)] [rounds (default 3)]
 #                             [wrk connection counts (default "1 32 128")]
@@ -31,6 +33,13 @@ ip=$(wait_port "$tmp/instance.port")
   --instance-address "worker-0=127.0.0.1:$ip" > "$tmp/gateway.log" 2>&1 &
 pids+=($!)
 gp=$(wait_port "$tmp/gateway.port")
+# The same gateway with a request per call (the profiles path made absolute).
+sed -e "s|^profiles = .*|profiles = \"$dir/../../profiles\"|" -e '/^\[serve\]/a upstream_protocol = "http"' \
+  "$dir/bench.toml" > "$tmp/bench-http.toml"
+"$bin" gateway --config "$tmp/bench-http.toml" --port 0 --port-file "$tmp/gateway-http.port" \
+  --instance-address "worker-0=127.0.0.1:$ip" > "$tmp/gateway-http.log" 2>&1 &
+pids+=($!)
+hp=$(wait_port "$tmp/gateway-http.port")
 # nginx's port: below the ephemeral range (a port next to the instance's
 # may be the local end of one of the gateway's connections, which nothing
 # listens on but bind refuses), the first one nginx can bind.
@@ -68,17 +77,20 @@ done
 for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$np") 2>/dev/null && break; sleep 0.05; done
 
 # Warm up every path (connections, session tables).
-for port in "$ip" "$gp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http://127.0.0.1:$port" > /dev/null; done
+for port in "$ip" "$gp" "$hp" "$np"; do wrk -t1 -c4 -d1s -s "$dir/request.lua" "http://127.0.0.1:$port" > /dev/null; done
 
 # Rounds interleave the three targets so drift on a shared machine hits
 # each alike; each figure is the median over rounds.
 printf "%-34s %10s %10s %12s\n" "target (wrk connections)" "p50 us" "p99 us" "requests/s"
 for conns in $conn_counts; do
-  measure "direct:$ip gateway:$gp nginx:$np" "$conns"
+  measure "direct:$ip gateway:$gp http:$hp nginx:$np" "$conns"
   printf "%-34s %10s %10s %12s\n" "instance directly ($conns)" "$direct_p50" "$direct_p99" "$direct_rps"
   printf "%-34s %10s %10s %12s\n" "gateway -> instance ($conns)" "$gateway_p50" "$gateway_p99" "$gateway_rps"
+  printf "%-34s %10s %10s %12s\n" "gateway -> instance, http ($conns)" "$http_p50" "$http_p99" "$http_rps"
   printf "%-34s %10s %10s %12s\n" "nginx -> instance ($conns)" "$nginx_p50" "$nginx_p99" "$nginx_rps"
-  echo "  added p50: gateway $((gateway_p50 - direct_p50)) us, nginx $((nginx_p50 - direct_p50)) us;" \
+  echo "  added p50: gateway $((gateway_p50 - direct_p50)) us (over http $((http_p50 - direct_p50)) us)," \
+       "nginx $((nginx_p50 - direct_p50)) us;" \
        "added p99: gateway $((gateway_p99 - direct_p99)) us, nginx $((nginx_p99 - direct_p99)) us"
-  awk -v g="$gateway_rps" -v n="$nginx_rps" 'BEGIN { printf "  throughput gateway / nginx: %.2f\n", g / n }'
+  awk -v g="$gateway_rps" -v h="$http_rps" -v n="$nginx_rps" \
+    'BEGIN { printf "  throughput gateway / nginx: %.2f (over http: %.2f)\n", g / n, h / n }'
 done

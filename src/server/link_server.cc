@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <unordered_map>
@@ -167,8 +168,8 @@ io::Task<void> LinkServer::Serve(io::Stream& stream, std::string received, doubl
       break;
     }
     if (s->stopping) break;
-    // Quiet past idle_timeout_s (the gateway pings every ping_s): gone.
-    stream.expires_after(WallSeconds(limits_.idle_timeout_s));
+    // Quiet past idle_timeout_s, and past three of its pings: gone.
+    stream.expires_after(WallSeconds(std::max(limits_.idle_timeout_s, 3 * s->ping_s)));
     const std::size_t n =
         co_await stream.async_read_some(net::buffer(reader.Prepare(kReadChunk), kReadChunk), net::redirect_error(io::use_task, ec));
     if (ec) break;

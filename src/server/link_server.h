@@ -13,8 +13,8 @@
 // Limits: a frame longer than the request limits allow (max_body_bytes plus
 // the header block) or malformed closes the link; at most max_connections
 // calls run on one link (above: 503 too_many_calls); nothing from the
-// gateway (not even its ping) for idle_timeout_s, or a write that cannot go
-// out for write_timeout_s, closes it. A link that closes cancels the calls
+// gateway (not even its ping) for idle_timeout_s and three ping periods,
+// or a write that cannot go out for write_timeout_s, closes it. A link that closes cancels the calls
 // it still carries (their slots and KV are freed, counted failed), as a
 // client that hangs up does. While draining, a new call gets 503
 // shutting_down (the gateway sends it elsewhere), and a link closes once
