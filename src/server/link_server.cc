@@ -123,12 +123,7 @@ io::Task<void> LinkServer::Serve(io::Stream& stream, std::string received, doubl
   s->wake = wake;
   s->ping_s = ping_s;
   s->writer_ended = &writer_ended;
-  sessions_.insert(s.get());
-  if (draining_) {
-    s->Queue(*gate_, 0, false, [](std::string& out) {
-      AppendFrame(out, FrameType::kError, 0, ErrorBodyWithStatus(http_front::ShuttingDown("the server is draining")));
-    });
-  }
+  sessions_.insert(s.get());  // (a draining server upgrades no connection)
   net::co_spawn(stream.get_executor(), WriteFrames(s, stream), net::detached);
 
   link::FrameReader reader(static_cast<std::size_t>(limits_.max_body_bytes + limits_.max_header_bytes));

@@ -483,7 +483,9 @@ void RemoteInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::share
     impl_->live[rc->call->id] = rc;
   }
   if (impl_->link != nullptr) {
-    net::dispatch(impl_->io, [impl = impl_.get(), rc] { rc->ticket = impl->link->Submit(*rc->call); });
+    net::dispatch(impl_->io, [impl = impl_.get(), rc] {
+      if (!impl->Cancelled(*rc)) rc->ticket = impl->link->Submit(*rc->call);  // (cancelled before it was placed)
+    });
     return;
   }
   net::co_spawn(impl_->io, impl_->RunCall(rc), [this, rc](std::exception_ptr e) {
