@@ -75,7 +75,7 @@ struct HttpServer::Impl {
   bool draining = false;
   std::string drain_note;  // why a cut call ended
   CallAnswer calls{service, metrics, limits, draining};  // the completion endpoints' answers
-  LinkServer links{service, metrics, limits, gate};       // gateways' upgraded connections
+  LinkServer links{service, metrics, limits, gate};      // gateways' upgraded connections
 
   std::mutex quiet_mu;
   std::condition_variable quiet_cv;
@@ -223,7 +223,8 @@ struct HttpServer::Impl {
           }
           stream.expires_never();
           Request req = parser.release();
-          if (req.method() == http::verb::get && std::string_view(req.target().data(), req.target().size()) == link::kPath) {
+          if (req.method() == http::verb::get &&
+              std::string_view(req.target().data(), req.target().size()) == link::kPath) {
             co_await UpgradeToLink(stream, req, buffer);
             break;  // the link has ended: so does the connection
           }
@@ -275,8 +276,10 @@ struct HttpServer::Impl {
       co_return co_await Write(stream, ErrorResponse(req, Unauthorized(key.empty())), label);
     }
     const auto upgrade = req.find(http::field::upgrade);
+    const bool to_link = upgrade != req.end() && std::string_view(upgrade->value().data(), upgrade->value().size()) ==
+                                                     link::kProtocol;
     const double ping_s = KeepaliveSeconds(req);
-    if (upgrade == req.end() || std::string_view(upgrade->value().data(), upgrade->value().size()) != link::kProtocol || ping_s <= 0) {
+    if (!to_link || ping_s <= 0) {
       const ApiError bad = MakeError(400, "invalid_request_error", "bad_upgrade",
                                      std::string("GET ") + std::string(link::kPath) + " upgrades to " +
                                          std::string(link::kProtocol) + " (Upgrade header) and needs " +

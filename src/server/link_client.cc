@@ -20,8 +20,6 @@ namespace http = beast::http;
 using link::AppendFrame;
 using link::FrameType;
 
-constexpr std::size_t kReadChunk = 64 * 1024;
-
 }  // namespace
 
 // One upgraded connection and the calls it carries (the I/O thread's).
@@ -35,11 +33,11 @@ struct LinkClient::Conn {
     bool written = false;  // its frame went out whole
   };
   std::unordered_map<std::uint64_t, Call> calls;  // by wire id
-  std::string pending;                 // frames waiting for the write in flight (or the upgrade)
-  std::vector<std::uint64_t> queued;   // the calls whose frames `pending` holds
-  std::string out;                     // the write in flight
-  std::vector<std::uint64_t> sending;  // the calls whose frames `out` holds
-  bool open = false;      // upgraded
+  std::string pending;                            // frames waiting for the write in flight (or the upgrade)
+  std::vector<std::uint64_t> queued;              // the calls whose frames `pending` holds
+  std::string out;                                // the write in flight
+  std::vector<std::uint64_t> sending;             // the calls whose frames `out` holds
+  bool open = false;                              // upgraded
   bool writing = false;
   bool retiring = false;  // the instance drains: no new calls here
   bool dead = false;      // failed or closed
@@ -48,7 +46,10 @@ struct LinkClient::Conn {
 
 LinkClient::LinkClient(io::Executor ex, boost::asio::ip::tcp::endpoint endpoint, std::string host_header,
                        LinkClientOptions options, LinkCallEvents& events)
-    : ex_(std::move(ex)), endpoint_(endpoint), host_header_(std::move(host_header)), options_(std::move(options)),
+    : ex_(std::move(ex)),
+      endpoint_(endpoint),
+      host_header_(std::move(host_header)),
+      options_(std::move(options)),
       events_(events) {}
 
 LinkClient::~LinkClient() = default;
@@ -196,12 +197,14 @@ io::Task<void> LinkClient::Run(std::shared_ptr<Conn> c) {
     } else {
       c->stream.expires_never();
     }
-    const std::size_t n = co_await c->stream.async_read_some(net::buffer(c->reader.Prepare(kReadChunk), kReadChunk),
-                                                             net::redirect_error(io::use_task, ec));
+    const std::size_t n = co_await c->stream.async_read_some(
+        net::buffer(c->reader.Prepare(link::kReadBytes), link::kReadBytes), net::redirect_error(io::use_task, ec));
     if (ec) {
       const bool hung = ec == beast::error::timeout;
-      Fail(*c, hung ? "no byte for " + std::to_string(options_.silence_s) + " s (hung?)" : "the link broke: " + ec.message(),
-           hung);
+      Fail(
+          *c,
+          hung ? "no byte for " + std::to_string(options_.silence_s) + " s (hung?)" : "the link broke: " + ec.message(),
+          hung);
       break;
     }
     c->reader.Commit(n);

@@ -45,6 +45,9 @@ namespace talaria::link {
 inline constexpr std::string_view kProtocol = "talaria-link/1";
 inline constexpr std::string_view kPath = "/v1/link";
 
+// How much either end asks for in one read.
+inline constexpr std::size_t kReadBytes = 64 * 1024;
+
 enum class FrameType : std::uint8_t { kCall = 1, kCancel = 2, kDelta = 3, kDone = 4, kError = 5, kPing = 6 };
 
 struct Frame {

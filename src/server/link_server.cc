@@ -21,8 +21,6 @@ namespace net = boost::asio;
 using link::AppendFrame;
 using link::FrameType;
 
-constexpr std::size_t kReadChunk = 64 * 1024;
-
 }  // namespace
 
 // One upgraded connection. The frames waiting to go out and the calls in
@@ -31,7 +29,7 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 // drop on any thread.
 struct LinkServer::Session {
   std::mutex mu;
-  std::string pending;      // frames not yet written
+  std::string pending;       // frames not yet written
   bool wake_posted = false;  // a wake-up of the writer is on its way
   bool closed = false;       // the link is gone: frames are dropped
   // Calls in flight: the gateway's id -> the service's handle (-1 while
@@ -165,8 +163,8 @@ io::Task<void> LinkServer::Serve(io::Stream& stream, std::string received, doubl
     if (s->stopping) break;
     // Quiet past idle_timeout_s, and past three of its pings: gone.
     stream.expires_after(WallSeconds(std::max(limits_.idle_timeout_s, 3 * s->ping_s)));
-    const std::size_t n =
-        co_await stream.async_read_some(net::buffer(reader.Prepare(kReadChunk), kReadChunk), net::redirect_error(io::use_task, ec));
+    const std::size_t n = co_await stream.async_read_some(
+        net::buffer(reader.Prepare(link::kReadBytes), link::kReadBytes), net::redirect_error(io::use_task, ec));
     if (ec) break;
     reader.Commit(n);
   }
@@ -222,9 +220,11 @@ io::Task<void> LinkServer::WriteFrames(std::shared_ptr<Session> s, io::Stream& s
 void LinkServer::HandleCall(const std::shared_ptr<Session>& s, std::uint64_t id, std::string_view payload) {
   const auto refuse = [&](const ApiError& e) {
     metrics_.requests.Add(std::string(link::kPath) + "," + std::to_string(e.status));
-    s->Queue(*gate_, 0, false, [&](std::string& out) { AppendFrame(out, FrameType::kError, id, ErrorBodyWithStatus(e)); });
+    s->Queue(*gate_, 0, false,
+             [&](std::string& out) { AppendFrame(out, FrameType::kError, id, ErrorBodyWithStatus(e)); });
   };
-  if (id == 0) return refuse(http_front::MakeError(400, "invalid_request_error", "bad_link_frame", "call id 0 is reserved"));
+  if (id == 0)
+    return refuse(http_front::MakeError(400, "invalid_request_error", "bad_link_frame", "call id 0 is reserved"));
   if (draining_) return refuse(http_front::ShuttingDown("the server is shutting down; retry elsewhere"));
   link::CallFields fields;
   std::string why;
@@ -250,11 +250,12 @@ void LinkServer::HandleCall(const std::shared_ptr<Session>& s, std::uint64_t id,
                                         "call id " + std::to_string(id) + " is in flight already"));
   }
   if (full) {
-    return refuse(http_front::MakeError(503, "server_error", "too_many_calls",
-                                        "the link carries " + std::to_string(limits_.max_connections) +
-                                            " calls; retry later"));
+    return refuse(
+        http_front::MakeError(503, "server_error", "too_many_calls",
+                              "the link carries " + std::to_string(limits_.max_connections) + " calls; retry later"));
   }
-  const std::int64_t handle = service_.Submit(request, key, std::make_shared<CallSink>(s, gate_, metrics_, id, request.stream));
+  const std::int64_t handle =
+      service_.Submit(request, key, std::make_shared<CallSink>(s, gate_, metrics_, id, request.stream));
   std::lock_guard<std::mutex> lock(s->mu);
   if (auto it = s->calls.find(id); it != s->calls.end()) it->second = handle;  // still running
 }
@@ -285,9 +286,8 @@ std::size_t LinkServer::CutCalls(const std::string& why) {
     for (const auto& [id, handle] : calls) {
       if (handle < 0 || !service_.Cancel(handle)) continue;  // finishing anyway
       const ApiError e = http_front::ShuttingDown(why);
-      if (s->Queue(*gate_, id, true, [&](std::string& out) {
-            AppendFrame(out, FrameType::kError, id, ErrorBodyWithStatus(e));
-          })) {
+      if (s->Queue(*gate_, id, true,
+                   [&](std::string& out) { AppendFrame(out, FrameType::kError, id, ErrorBodyWithStatus(e)); })) {
         ++cut;
       }
     }

@@ -44,10 +44,10 @@ constexpr std::uint64_t kMaxTelemetryBytes = 256ull << 20;
 struct RemoteCall {
   std::shared_ptr<const LinkCall> call;
   std::shared_ptr<CompletionSink> sink;
-  Stream* stream = nullptr;  // the connection in use; I/O thread only
+  Stream* stream = nullptr;   // the connection in use; I/O thread only
   LinkClient::Ticket ticket;  // where the instance link placed it; I/O thread only
-  bool cancelled = false;    // guarded by Impl::mu
-  bool ended = false;        // guarded by Impl::mu
+  bool cancelled = false;     // guarded by Impl::mu
+  bool ended = false;         // guarded by Impl::mu
 };
 
 // A request to the instance, kept alive: its head's bytes (with `extra` and `more`,
@@ -84,7 +84,6 @@ struct StreamState {
   std::string finish_reason = "length";
   std::optional<ApiError> error;
 };
-
 
 // A kept-alive connection the instance has closed (or that has bytes
 // nobody asked for) reads as ready: it is not reused. One non-blocking peek

@@ -50,7 +50,8 @@ TEST(LinkFramesTest, FramesArriveWholeHoweverTheBytesAreSplit) {
   Usage usage{12, 3, 8, "host", "i0"};
   link::AppendDone(bytes, 7, usage, "stop");
   link::AppendFrame(bytes, FrameType::kPing, 0);
-  link::AppendFrame(bytes, FrameType::kError, 9, ErrorBodyWithStatus(ApiError{429, "server_error", "", "no_capacity", "busy"}));
+  link::AppendFrame(bytes, FrameType::kError, 9,
+                    ErrorBodyWithStatus(ApiError{429, "server_error", "", "no_capacity", "busy"}));
   for (const std::size_t step : {1u, 3u, 7u, 1000u}) {
     SCOPED_TRACE("fed " + std::to_string(step) + " bytes at a time");
     link::FrameReader reader(1 << 20);
@@ -88,8 +89,11 @@ TEST(LinkFramesTest, FramesArriveWholeHoweverTheBytesAreSplit) {
     }
     EXPECT_FALSE(reader.Failed()) << reader.error();
     EXPECT_FALSE(reader.Partial());
-    const std::vector<std::pair<FrameType, std::uint64_t>> want = {
-        {FrameType::kCall, 7}, {FrameType::kDelta, 7}, {FrameType::kDone, 7}, {FrameType::kPing, 0}, {FrameType::kError, 9}};
+    const std::vector<std::pair<FrameType, std::uint64_t>> want = {{FrameType::kCall, 7},
+                                                                   {FrameType::kDelta, 7},
+                                                                   {FrameType::kDone, 7},
+                                                                   {FrameType::kPing, 0},
+                                                                   {FrameType::kError, 9}};
     EXPECT_EQ(seen, want);
   }
 }
@@ -157,7 +161,8 @@ TEST(LinkFramesTest, ACallFrameWithABadHintOrCutShortIsRefused) {
 
 // --- The gateway's end, against scripted instances ----------------------------
 
-constexpr std::string_view kSwitched = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: talaria-link/1\r\n\r\n";
+constexpr std::string_view kSwitched =
+    "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: talaria-link/1\r\n\r\n";
 
 struct TestFrame {
   FrameType type;
@@ -273,7 +278,8 @@ TEST(InstanceLinkTest, AnInstanceThatDiesAfterTakingTheCallFailsIt) {
 
 TEST(InstanceLinkTest, AnInstanceThatRefusesTheLinkSendsTheCallElsewhere) {
   ScriptedInstance instance([](tcp::socket& s) {
-    const std::string body = R"({"error":{"message":"no such path","type":"invalid_request_error","code":"not_found"}})";
+    const std::string body =
+        R"({"error":{"message":"no such path","type":"invalid_request_error","code":"not_found"}})";
     ScriptedInstance::Write(s, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: " +
                                    std::to_string(body.size()) + "\r\n\r\n" + body);
   });
@@ -290,8 +296,9 @@ TEST(InstanceLinkTest, AnErrorFrameKeepsItsStatus) {
     auto f = ReadFrame(s);
     if (!f) return;
     std::string out;
-    link::AppendFrame(out, FrameType::kError, f->id,
-                      ErrorBodyWithStatus(ApiError{400, "invalid_request_error", "", "context_length_exceeded", "too long"}));
+    link::AppendFrame(
+        out, FrameType::kError, f->id,
+        ErrorBodyWithStatus(ApiError{400, "invalid_request_error", "", "context_length_exceeded", "too long"}));
     ScriptedInstance::Write(s, out);
   });
   std::optional<ApiError> end;
@@ -327,14 +334,18 @@ class InstanceLinkServerTest : public ::testing::Test {
                                         int* status = nullptr) {
     auto s = std::make_unique<tcp::socket>(io_);
     s->connect({net::ip::make_address("127.0.0.1"), port_});
-    ScriptedInstance::Write(*s, "GET /v1/link HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: talaria-link/1\r\n"
-                                "Authorization: Bearer operator\r\n" + extra_headers + "\r\n");
+    ScriptedInstance::Write(*s,
+                            "GET /v1/link HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: talaria-link/1\r\n"
+                            "Authorization: Bearer operator\r\n" +
+                                extra_headers + "\r\n");
     boost::beast::flat_buffer buffer;  // nothing follows the answer until this side sends
     boost::beast::http::response_parser<boost::beast::http::empty_body> answer;
     boost::system::error_code ec;
     boost::beast::http::read_header(*s, buffer, answer, ec);
     if (status != nullptr) *status = ec ? -1 : static_cast<int>(answer.get().result_int());
-    if (!ec && answer.get().result_int() == 101) EXPECT_EQ(buffer.size(), 0u);
+    if (!ec && answer.get().result_int() == 101) {
+      EXPECT_EQ(buffer.size(), 0u);
+    }
     return s;
   }
 
@@ -400,7 +411,8 @@ TEST_F(InstanceLinkServerTest, BadCallsGetAnErrorFrameAndTheLinkStaysOpen) {
   link::AppendCall(out, 2, {false, -1, "tenant", "{\"model\":"});
   link::AppendCall(out, 3, {false, -1, "tenant", TokenCompletionBody("nope", std::vector<std::int32_t>{1}, 2, false)});
   std::string bad_hint;
-  link::AppendCall(bad_hint, 4, {false, 7200, "tenant", TokenCompletionBody("m", std::vector<std::int32_t>{1}, 2, false)});
+  link::AppendCall(bad_hint, 4,
+                   {false, 7200, "tenant", TokenCompletionBody("m", std::vector<std::int32_t>{1}, 2, false)});
   out += bad_hint;
   link::AppendCall(out, 5, {false, 1.5, "tenant", TokenCompletionBody("m", std::vector<std::int32_t>{1, 2}, 2, false)});
   ScriptedInstance::Write(*s, out);
