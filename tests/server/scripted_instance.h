@@ -81,8 +81,16 @@ class ScriptedInstance {
 class CallRecorder final : public CompletionSink {
  public:
   void OnDelta(const std::string& text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_ += text;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      text_ += text;
+    }
+    text_cv_.notify_all();
+  }
+  // Waits for the call's first output; false past 10 s.
+  bool WaitForText() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return text_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !text_.empty(); });
   }
   void OnDone(const Usage&, const std::string&) override { end_.set_value(std::nullopt); }
   void OnError(const ApiError& e) override { end_.set_value(e); }
@@ -102,6 +110,7 @@ class CallRecorder final : public CompletionSink {
 
  private:
   std::mutex mu_;
+  std::condition_variable text_cv_;
   std::string text_;
   std::promise<std::optional<ApiError>> end_;
 };
