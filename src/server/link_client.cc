@@ -120,7 +120,7 @@ void LinkClient::SchedulePing(const std::shared_ptr<Conn>& c) {
   });
 }
 
-void LinkClient::Fail(Conn& c, const std::string& why, bool timed_out) {
+void LinkClient::Fail(Conn& c, const std::string& why, bool timed_out, bool unsupported) {
   if (c.dead) return;
   c.dead = true;
   if (current_.get() == &c) current_.reset();
@@ -129,7 +129,7 @@ void LinkClient::Fail(Conn& c, const std::string& why, bool timed_out) {
   c.stream.socket().close(ec);
   auto calls = std::move(c.calls);
   c.calls.clear();
-  for (const auto& [wire, call] : calls) events_.Failed(call.id, {why, call.written, timed_out});
+  for (const auto& [wire, call] : calls) events_.Failed(call.id, {why, call.written, timed_out, unsupported});
 }
 
 void LinkClient::Retire(Conn& c) {
@@ -170,7 +170,12 @@ io::Task<bool> LinkClient::Upgrade(Conn& c) {
   }
   if (const int status = answer.get().result_int(); status != 101) {
     const ApiError e = ApiError::FromResponse(status, answer.get().body());
-    Fail(c, "it refused the link (" + std::to_string(status) + "): " + e.message, false);
+    // Not a refusal of this gateway (a key, a drain) but of the protocol:
+    // the path or method is unknown there, or the Upgrade header was lost
+    // on the way.
+    const bool unsupported =
+        status == 404 || status == 405 || status == 501 || (status == 400 && e.code == "bad_upgrade");
+    Fail(c, "it refused the link (" + std::to_string(status) + "): " + e.message, false, unsupported);
     co_return false;
   }
   const auto* bytes = static_cast<const char*>(buffer.data().data());

@@ -13,6 +13,8 @@
 // Failures, as RemoteInstanceLink's (server/remote_instance.h): the link
 // cannot be opened or upgraded, or goes silent (hung): the calls on it fail
 // undelivered or timed out (503 instance_unreachable, retried elsewhere);
+// an upgrade refused as unknown (404, 405, 501, or 400 bad_upgrade: the
+// Upgrade header did not reach the instance) fails them as unsupported;
 // it breaks after a call's frame went out whole: that call fails delivered
 // (502 instance_failed, never retried). A draining instance says so on the
 // link (an error frame of call 0): no new call goes on that connection, a
@@ -40,6 +42,10 @@ struct LinkFailure {
   std::string why;
   bool delivered = false;  // its frame went out whole: the instance may have taken it
   bool timed_out = false;  // silence, not a close, ended it
+  // The instance does not offer the link (it predates it, or a proxy on
+  // the way dropped the upgrade): the call never went out, and may go over
+  // HTTP instead.
+  bool unsupported = false;
 };
 
 // What the link hears of its calls, named by the gateway's call ids.
@@ -88,7 +94,7 @@ class LinkClient {
   void HandleFrames(Conn& c);
   void Flush(const std::shared_ptr<Conn>& c);
   void SchedulePing(const std::shared_ptr<Conn>& c);
-  void Fail(Conn& c, const std::string& why, bool timed_out);
+  void Fail(Conn& c, const std::string& why, bool timed_out, bool unsupported = false);
   void Retire(Conn& c);
 
   io::Executor ex_;

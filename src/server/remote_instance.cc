@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <array>
 #include <chrono>
 #include <mutex>
@@ -37,6 +38,10 @@ using tcp = net::ip::tcp;
 using nlohmann::json;
 using Stream = io::Stream;
 using HeaderParser = http::response_parser<http::empty_body>;
+
+// How long after an instance refused the instance link its calls go over
+// HTTP before the link is tried again.
+constexpr auto kLinkRetry = std::chrono::seconds(60);
 
 // A generous bound on a telemetry body (a snapshot lists cached sessions).
 constexpr std::uint64_t kMaxTelemetryBytes = 256ull << 20;
@@ -121,6 +126,8 @@ struct RemoteInstanceLink::Impl final : LinkCallEvents {
   // The instance link's client, unless calls go over HTTP (made once the
   // address is known).
   std::unique_ptr<LinkClient> link;
+  bool link_refused = false;  // the instance does not offer it (RefuseLink); I/O thread only
+  std::chrono::steady_clock::time_point link_refused_at;
 
   Impl(const std::string& n, RemoteLinkOptions o, std::shared_ptr<IoLoop> l)
       : name(n), options(o), loop(l ? std::move(l) : std::make_shared<IoLoop>()), io(loop->context()) {
@@ -158,7 +165,46 @@ struct RemoteInstanceLink::Impl final : LinkCallEvents {
     if (auto rc = Find(id)) End(*rc, [&] { rc->sink->OnError(Answered(error)); });
   }
   void Failed(std::int64_t id, const LinkFailure& f) override {
-    if (auto rc = Find(id)) End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
+    auto rc = Find(id);
+    if (rc == nullptr) return;
+    if (f.unsupported) {  // never sent: over HTTP instead
+      RefuseLink(f.why);
+      if (!Cancelled(*rc)) SubmitHttp(rc);
+      return;
+    }
+    End(*rc, [&] { rc->sink->OnError(ErrorOf(f)); });
+  }
+
+  // The instance does not offer the link: its calls go over HTTP, and the
+  // link is tried again kLinkRetry after the last refusal (an instance
+  // upgraded in place gets it back). I/O thread only.
+  void RefuseLink(const std::string& why) {
+    if (!link_refused) {
+      std::fprintf(stderr, "talaria gateway: instance '%s' does not offer the instance link (%s); calls go over HTTP\n",
+                   name.c_str(), why.c_str());
+    }
+    link_refused = true;
+    link_refused_at = std::chrono::steady_clock::now();
+  }
+  bool UseLink() {
+    if (link == nullptr) return false;
+    if (link_refused && std::chrono::steady_clock::now() - link_refused_at >= kLinkRetry) link_refused = false;
+    return !link_refused;
+  }
+
+  // One HTTP exchange for the call (RunCall); a call that throws fails as
+  // unreachable.
+  void SubmitHttp(const std::shared_ptr<RemoteCall>& rc) {
+    net::co_spawn(io, RunCall(rc), [this, rc](std::exception_ptr e) {
+      if (e == nullptr) return;
+      std::string why = "internal error";
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        why = ex.what();
+      }
+      End(*rc, [&] { rc->sink->OnError(UnreachableError(name, why)); });
+    });
   }
 
   bool Cancelled(RemoteCall& rc) {
@@ -481,21 +527,11 @@ void RemoteInstanceLink::Submit(std::shared_ptr<const LinkCall> call, std::share
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->live[rc->call->id] = rc;
   }
-  if (impl_->link != nullptr) {
-    net::dispatch(impl_->io, [impl = impl_.get(), rc] {
-      if (!impl->Cancelled(*rc)) rc->ticket = impl->link->Submit(*rc->call);  // (cancelled before it was placed)
-    });
-    return;
-  }
-  net::co_spawn(impl_->io, impl_->RunCall(rc), [this, rc](std::exception_ptr e) {
-    if (e == nullptr) return;
-    std::string why = "internal error";
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      why = ex.what();
-    }
-    impl_->End(*rc, [&] { rc->sink->OnError(UnreachableError(name_, why)); });
+  if (impl_->link == nullptr) return impl_->SubmitHttp(rc);
+  net::dispatch(impl_->io, [impl = impl_.get(), rc] {
+    if (impl->Cancelled(*rc)) return;  // (cancelled before it was placed)
+    if (!impl->UseLink()) return impl->SubmitHttp(rc);
+    rc->ticket = impl->link->Submit(*rc->call);
   });
 }
 
@@ -511,11 +547,11 @@ bool RemoteInstanceLink::Cancel(std::int64_t id) {
   }
   // Closing the connection tells the instance server, which frees the call.
   net::post(impl_->io, [impl = impl_.get(), rc] {
-    if (impl->link != nullptr) {
-      impl->link->Cancel(rc->ticket);
-    } else if (rc->stream != nullptr) {
+    if (rc->stream != nullptr) {  // over HTTP
       boost::system::error_code ec;
       rc->stream->socket().close(ec);
+    } else if (impl->link != nullptr) {
+      impl->link->Cancel(rc->ticket);
     }
   });
   return true;

@@ -275,18 +275,63 @@ TEST(InstanceLinkTest, AnInstanceThatDiesAfterTakingTheCallFailsIt) {
   EXPECT_EQ(end->status, 502);
 }
 
+// An HTTP answer with a JSON error body.
+std::string ErrorAnswer(int status, std::string_view reason, std::string_view code) {
+  const std::string body = R"({"error":{"message":"no","type":"invalid_request_error","code":")" +
+                           std::string(code) + "\"}}";
+  return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 TEST(InstanceLinkTest, AnInstanceThatRefusesTheLinkSendsTheCallElsewhere) {
-  ScriptedInstance instance([](tcp::socket& s) {
-    const std::string body =
-        R"({"error":{"message":"no such path","type":"invalid_request_error","code":"not_found"}})";
-    ScriptedInstance::Write(s, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: " +
-                                   std::to_string(body.size()) + "\r\n\r\n" + body);
-  });
+  // A draining server refuses the upgrade: the call goes to another instance.
+  ScriptedInstance instance(
+      [](tcp::socket& s) { ScriptedInstance::Write(s, ErrorAnswer(503, "Service Unavailable", "shutting_down")); });
   std::optional<ApiError> end;
   RunOnLink(instance.address(), Call(1), end);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->code, kUnreachableCode) << end->message;
-  EXPECT_NE(end->message.find("refused the link (404)"), std::string::npos) << end->message;
+  EXPECT_NE(end->message.find("refused the link (503)"), std::string::npos) << end->message;
+}
+
+// An instance that predates the link answers its upgrade 404; behind a
+// proxy that drops the Upgrade header a current one answers 400
+// bad_upgrade. Either way the calls go over HTTP (and the next call does
+// not try the link again).
+TEST(InstanceLinkTest, AnInstanceWithoutTheLinkGetsItsCallsOverHttp) {
+  const std::vector<std::string> refusals = {ErrorAnswer(404, "Not Found", "not_found"),
+                                             ErrorAnswer(400, "Bad Request", "bad_upgrade")};
+  for (const std::string& refusal : refusals) {
+    SCOPED_TRACE(refusal.substr(0, 16));
+    const auto answer = [](tcp::socket& s) {
+      const std::string body = CompletionBody(AnswerHead{false, "cmpl-1", 0, "m"}, "over http", "length",
+                                              Usage{2, 2, 0, "recompute", "i0"});
+      ScriptedInstance::Write(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                                     std::to_string(body.size()) + "\r\n\r\n" + body);
+    };
+    ScriptedInstance instance(
+        std::vector<ScriptedInstance::Script>{[&](tcp::socket& s) { ScriptedInstance::Write(s, refusal); }, answer,
+                                              answer});
+    RemoteLinkOptions options;
+    options.keepalive_s = 0.1;
+    options.silence_s = 0.3;
+    options.max_idle_connections = 0;  // one connection a call, so each shows in requests()
+    RemoteInstanceLink link("i0", instance.address(), options);
+    link.Start();
+    for (std::int64_t id : {1, 2}) {
+      auto sink = std::make_shared<CallRecorder>();
+      link.Submit(Call(id), sink);
+      const std::optional<ApiError> end = sink->End();
+      EXPECT_FALSE(end.has_value()) << end->message;
+      EXPECT_EQ(sink->text(), "over http");
+    }
+    link.Stop();
+    const auto requests = instance.requests();
+    ASSERT_EQ(requests.size(), 3u);
+    EXPECT_EQ(requests[0].target(), "/v1/link");
+    EXPECT_EQ(requests[1].target(), "/v1/completions");
+    EXPECT_EQ(requests[2].target(), "/v1/completions");
+  }
 }
 
 TEST(InstanceLinkTest, AnErrorFrameKeepsItsStatus) {

@@ -17,28 +17,42 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/service.h"
 
 namespace talaria::testing {
 
-// One connection's worth of an instance: reads a request, then runs the
-// script on the socket; holds the socket open until the test ends.
+// One connection's worth of an instance (or several, one after another):
+// reads a request, then runs the script on the socket; holds the sockets
+// open until the test ends.
 class ScriptedInstance {
  public:
   using Script = std::function<void(boost::asio::ip::tcp::socket&)>;
-  explicit ScriptedInstance(Script script) : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
-    thread_ = std::thread([this, script = std::move(script)] {
-      boost::asio::ip::tcp::socket socket(io_);
-      boost::system::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (ec) return;
-      boost::beast::flat_buffer buffer;
-      boost::beast::http::read(socket, buffer, request_, ec);
-      if (ec) return;
-      script(socket);
+  explicit ScriptedInstance(Script script) : ScriptedInstance(std::vector<Script>{std::move(script)}) {}
+  // The i-th connection it accepts runs scripts[i].
+  explicit ScriptedInstance(std::vector<Script> scripts)
+      : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, scripts = std::move(scripts)] {
+      std::vector<boost::asio::ip::tcp::socket> sockets;
+      sockets.reserve(scripts.size());
+      for (const Script& script : scripts) {
+        boost::asio::ip::tcp::socket& socket = sockets.emplace_back(io_);
+        boost::system::error_code ec;
+        acceptor_.accept(socket, ec);
+        if (ec) break;
+        boost::beast::flat_buffer buffer;
+        boost::beast::http::request<boost::beast::http::string_body> request;
+        boost::beast::http::read(socket, buffer, request, ec);
+        if (ec) break;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          requests_.push_back(std::move(request));
+        }
+        script(socket);
+      }
       std::unique_lock<std::mutex> lock(mu_);
-      done_cv_.wait(lock, [&] { return done_; });  // the socket stays open until then
+      done_cv_.wait(lock, [&] { return done_; });  // the sockets stay open until then
     });
   }
   ~ScriptedInstance() {
@@ -47,13 +61,27 @@ class ScriptedInstance {
       done_ = true;
     }
     done_cv_.notify_all();
+    // A thread still waiting for a connection that never came (the test
+    // failed) gets one that closes at once, and stops.
     boost::system::error_code ec;
+    {
+      boost::asio::ip::tcp::socket wake(io_);
+      wake.connect(acceptor_.local_endpoint(), ec);
+    }
     acceptor_.close(ec);
     thread_.join();
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
-  // The request it read (once the script has run).
-  const boost::beast::http::request<boost::beast::http::string_body>& request() const { return request_; }
+  // The request it read on the first connection (empty before).
+  boost::beast::http::request<boost::beast::http::string_body> request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_.empty() ? boost::beast::http::request<boost::beast::http::string_body>{} : requests_.front();
+  }
+  // Those of every connection so far, in order.
+  std::vector<boost::beast::http::request<boost::beast::http::string_body>> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
 
   static void Write(boost::asio::ip::tcp::socket& socket, const std::string& bytes) {
     boost::system::error_code ec;
@@ -71,7 +99,7 @@ class ScriptedInstance {
  private:
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
-  boost::beast::http::request<boost::beast::http::string_body> request_;
+  std::vector<boost::beast::http::request<boost::beast::http::string_body>> requests_;  // guarded by mu_
   std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
