@@ -1,6 +1,8 @@
 // The gateway's link to an instance server (`talaria gateway` in front of
 // `talaria instance` processes). Calls go over the instance link, many on
-// one connection (server/link_client.h, the default), or over HTTP: kept-
+// one connection (server/link_client.h, the default; an instance that
+// does not offer it gets its calls over HTTP, and the link is tried again
+// a minute after), or over HTTP: kept-
 // alive connections are reused, and a call is POSTed to the instance's /v1/completions as token ids,
 // streaming as its client asked: a stream's server-sent events are relayed
 // to the sink, a whole answer's text goes to it at once; the usage (cached
