@@ -68,6 +68,10 @@ python3 - "$tmp/cpu.json" "$tmp/sim.json" "$tmp/metrics.txt" <<'PY'
 import json, re, sys
 cpu = json.load(open(sys.argv[1]))["runs"][0]
 sim = json.load(open(sys.argv[2]))["runs"][0]
+for name, run in (("cpu", cpu), ("sim", sim)):
+    if run["calls_completed"] != run["calls_total"]:  # a comparison of different calls says nothing
+        sys.exit("run.sh: the %s run completed %d of %d calls (refused or lost: %s)" %
+                 (name, run["calls_completed"], run["calls_total"], run.get("rejected_by_reason", {})))
 keys = [("sct_p50_s", "SCT p50"), ("sct_p95_s", "SCT p95"), ("ttft_p50_s", "TTFT p50"), ("ttft_p95_s", "TTFT p95")]
 print("%-10s %10s %10s %10s" % ("metric", "cpu (s)", "sim (s)", "sim err"))
 for k, name in keys:

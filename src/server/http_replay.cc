@@ -6,6 +6,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -46,6 +47,7 @@ struct CallOutcome {
   double ttft_wall_s = -1;
   double done_wall_s = 0;
   std::string text;  // the streamed completion text (with echo_output)
+  bool keep_alive = true;  // the server keeps the connection
 };
 
 // The text of a completion stream: every event's text, joined.
@@ -61,9 +63,12 @@ std::string StreamedText(const std::string& body) {
 
 // One streaming completion; times are wall seconds from `release`.
 // The call's agent hints go as headers (docs/serving.md "Agent hints").
+// Throws on a transport error; `answered` says whether any of the answer
+// had arrived by then.
 CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& target,
                  const HttpReplayOptions& o, const TraceCall& call, const std::string& body,
-                 Clock::time_point release) {
+                 Clock::time_point release, bool& answered) {
+  answered = false;
   http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
   req.set(http::field::host, target.host);
   req.set(http::field::content_type, "application/json");
@@ -78,6 +83,7 @@ CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& 
   http::response_parser<http::string_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   http::read_header(socket, buffer, parser);
+  answered = true;
   CallOutcome out;
   out.status = static_cast<int>(parser.get().result_int());
   while (!parser.is_done()) {
@@ -89,8 +95,53 @@ CallOutcome Post(tcp::socket& socket, beast::flat_buffer& buffer, const Target& 
   out.done_wall_s = std::chrono::duration<double>(Clock::now() - release).count();
   if (out.ttft_wall_s < 0) out.ttft_wall_s = out.done_wall_s;
   if (o.echo_output && out.status == 200) out.text = StreamedText(parser.get().body());
+  out.keep_alive = parser.keep_alive();
   return out;
 }
+
+// A session's connection to the target: opened when a call needs it, so a
+// session that starts late (or waits out a long gap) does not hold one the
+// server has closed as idle meanwhile.
+class SessionConnection {
+ public:
+  explicit SessionConnection(const Target& target) : target_(target), socket_(io_) {}
+
+  // Posts the call; a kept-alive connection the server closed before
+  // answering (its idle timeout) is replaced once by a fresh one, which is
+  // how any HTTP client treats one. Throws when the fresh one fails too.
+  CallOutcome Post(const HttpReplayOptions& o, const TraceCall& call, const std::string& body,
+                   Clock::time_point release) {
+    for (int attempt = 0;; ++attempt) {
+      const bool reused = socket_.is_open();
+      if (!reused) Connect();
+      bool answered = false;
+      try {
+        CallOutcome out = talaria::Post(socket_, buffer_, target_, o, call, body, release, answered);
+        if (!out.keep_alive) Close();
+        return out;
+      } catch (const std::exception&) {
+        Close();
+        if (answered || !reused || attempt > 0) throw;
+      }
+    }
+  }
+
+ private:
+  void Connect() {
+    tcp::resolver resolver(io_);
+    net::connect(socket_, resolver.resolve(target_.host, target_.port));
+    buffer_.clear();
+  }
+  void Close() {
+    boost::system::error_code ec;
+    socket_.close(ec);
+  }
+
+  const Target& target_;
+  net::io_context io_;
+  tcp::socket socket_;
+  beast::flat_buffer buffer_;
+};
 
 }  // namespace
 
@@ -111,20 +162,19 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
   rule.gap_cap_s = o.gap_cap_s;
   std::vector<std::thread> threads;
   std::string first_error;
+  std::int64_t lost_calls = 0;
+  std::int64_t lost_sessions = 0;
   for (const auto& s : sessions) {
     threads.emplace_back([&, calls = s.calls] {
+      std::size_t k = 0;  // the call in hand
       try {
-        net::io_context io;
-        tcp::resolver resolver(io);
-        tcp::socket socket(io);
-        net::connect(socket, resolver.resolve(target.host, target.port));
-        beast::flat_buffer buffer;
+        SessionConnection connection(target);
         const TraceCall& first = trace.calls[calls.front()];
         SessionTokens tokens(first.token_seed, o.vocab_size + 3, 3);
         std::vector<std::int32_t> context;  // echo_output: the last prompt as sent, then its real output
         Clock::time_point release = start + wall(first.gap_s);
         const Clock::time_point session_start = release;
-        for (std::size_t k = 0; k < calls.size(); ++k) {
+        for (; k < calls.size(); ++k) {
           const TraceCall& c = trace.calls[calls[k]];
           if (k > 0) release += wall(rule.GapSeconds(c));
           std::this_thread::sleep_until(release);
@@ -135,8 +185,8 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
             std::copy_n(context.begin(), std::min(keep, prompt.size()), prompt.begin());
             context = prompt;
           }
-          const CallOutcome out = Post(socket, buffer, target, o, c,
-                                       TokenCompletionBody(c.model, prompt, c.output_tokens, /*stream=*/true), release);
+          const CallOutcome out =
+              connection.Post(o, c, TokenCompletionBody(c.model, prompt, c.output_tokens, /*stream=*/true), release);
           for (unsigned char b : out.text) context.push_back(3 + b);
           std::lock_guard<std::mutex> lock(mu);
           if (out.status != 200) {
@@ -153,7 +203,14 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
         std::lock_guard<std::mutex> lock(mu);
         result.sct_s.Add(std::chrono::duration<double>(Clock::now() - session_start).count() * o.time_scale);
       } catch (const std::exception& e) {
+        // The session cannot go on: the call in hand and every later one
+        // are lost, and counted so (never dropped from the totals).
+        const auto lost = static_cast<std::int64_t>(calls.size() - k);
         std::lock_guard<std::mutex> lock(mu);
+        result.rejected += lost;
+        result.rejected_by_reason["transport"] += lost;
+        lost_calls += lost;
+        ++lost_sessions;
         if (first_error.empty()) first_error = e.what();
       }
     });
@@ -161,6 +218,10 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
   for (auto& t : threads) t.join();
   if (!first_error.empty() && result.calls_completed == 0) {
     throw InputError(o.target, "replay failed: " + first_error);
+  }
+  if (lost_calls > 0) {
+    std::fprintf(stderr, "talaria replay: %lld calls of %lld sessions lost to transport errors (first: %s)\n",
+                 static_cast<long long>(lost_calls), static_cast<long long>(lost_sessions), first_error.c_str());
   }
   result.makespan_s = std::chrono::duration<double>(Clock::now() - start).count() * o.time_scale;
   return result;

@@ -36,7 +36,12 @@ struct HttpReplayOptions {
 };
 
 // Throws InputError for a bad target. Calls the server refuses are counted
-// in `rejected` (by HTTP status) and the session continues.
+// in `rejected` (by HTTP status, "http-429") and the session continues. A
+// session's connection is opened when a call needs it, and a kept-alive one
+// the server closed meanwhile is replaced once. A transport error it cannot
+// get past ends the session: its call in hand and the calls after it are
+// counted in `rejected` ("transport") and reported on stderr; never dropped
+// (calls_completed + rejected = calls_total). Throws when no call completed.
 ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& options);
 
 }  // namespace talaria
