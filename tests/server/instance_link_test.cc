@@ -275,10 +275,9 @@ TEST(InstanceLinkTest, AnInstanceThatDiesAfterTakingTheCallFailsIt) {
   EXPECT_EQ(end->status, 502);
 }
 
-// An HTTP answer with a JSON error body.
+// An HTTP answer with the servers' error body.
 std::string ErrorAnswer(int status, std::string_view reason, std::string_view code) {
-  const std::string body = R"({"error":{"message":"no","type":"invalid_request_error","code":")" +
-                           std::string(code) + "\"}}";
+  const std::string body = ErrorBodyWithStatus(ApiError{status, "invalid_request_error", "", std::string(code), "no"});
   return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
