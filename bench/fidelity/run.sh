@@ -46,6 +46,7 @@ profiles=$(cd "$profiles" && pwd)
 # The instance of configs/cpu-three-models.toml, serving the trace's two models.
 sed -e "s|^profiles = .*|profiles = \"$profiles\"|" \
     -e 's|^models = .*|models = ["cpu-11m", "cpu-24m"]|' "$root/configs/cpu-three-models.toml" > "$tmp/cluster.toml"
+# (bench/fidelity/sensitivity.py generates the same trace: change both together.)
 "$bin" trace gen --sessions "$sessions" --seed "$seed" --models cpu-11m,cpu-24m --max-context 1024 \
     --session-rate 0.3 --gap-cap 2 -o "$tmp/trace.jsonl"
 "$bin" trace stats "$tmp/trace.jsonl" | sed -n '2,3p'
