@@ -146,6 +146,7 @@ void RunHttpReplay(const ReplayArgs& a) {
   o.echo_output = a.echo_output;
   o.time_scale = a.time_scale;
   o.gap_cap_s = a.gap_cap_s;
+  if (!a.records_dir.empty()) o.records_dir = a.records_dir + "/http";
   const ReplayResult r = ReplayOverHttp(trace, o);
   auto pct = [](const Sample& s, double q) { return s.empty() ? 0.0 : s.Percentile(q); };
   if (!a.quiet) {
@@ -163,7 +164,9 @@ void RunHttpReplay(const ReplayArgs& a) {
   out["trace"] = a.trace;
   out["gap_cap_s"] = a.gap_cap_s;
   out["hints"] = a.hints;
-  out["runs"] = nlohmann::ordered_json::array({r.ToJson()});
+  nlohmann::ordered_json run = r.ToJson();
+  run["label"] = "http";  // its records are under RECORDS/http/
+  out["runs"] = nlohmann::ordered_json::array({std::move(run)});
   WriteSummary(a, out);
 }
 
@@ -291,7 +294,8 @@ void AddReplayCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", args->json_path, "write the summary {\"runs\": [...]} to this file");
   cmd->add_option("--records", args->records_dir,
-                  "write per-call, per-round and per-switch JSONL under DIR/<config>/");
+                  "write per-call, per-round and per-switch JSONL under DIR/<config>/ (with --target: per-call "
+                  "records, under DIR/http/)");
   cmd->add_option("--router", args->routers,
                   "full, least-pressure, session-sticky, round-robin, prefix-aware, a comma list, or "
                   "all (default: the cluster config's [router] policy)");

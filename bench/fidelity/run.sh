@@ -12,8 +12,10 @@
 # the next, docs/fidelity.md), and the sim can only be
 # as close as its profiles are to the machine of the run. Pass a directory
 # as the fourth argument to use its profiles instead (profiles/ for the
-# shipped ones). The instance's own step accounting is printed last: each
-# phase's measured step time against the profile model's for the same steps.
+# shipped ones). Both runs keep their call records, and each session's SCT
+# is compared with itself across the two. The instance's own step accounting
+# is printed last: each phase's measured step time against the profile
+# model's for the same steps.
 # Usage: bench/fidelity/run.sh [path/to/talaria] [sessions (default 12)] [seed (default 7)] [measure|DIR]
 # Needs python3 (Debian package python3) for the comparison table.
 set -euo pipefail
@@ -35,27 +37,35 @@ trap cleanup EXIT
 # FIDELITY_OUT=DIR keeps the run's files (trace, profiles, both summaries, the
 # instance's metrics) there.
 keep() { [[ -n "${FIDELITY_OUT:-}" ]] && mkdir -p "$FIDELITY_OUT" && cp -r "$tmp"/. "$FIDELITY_OUT"/ || true; }
+# The trace's generator flags (its models, context, session rate and gap
+# cap), shared with bench/fidelity/sensitivity.py, which replays the same trace.
+read -ra gen_args < "$dir/trace-gen.args"
+models=()
+for ((i = 0; i + 1 < ${#gen_args[@]}; i++)); do
+  [[ "${gen_args[i]}" == --models ]] && IFS=, read -ra models <<< "${gen_args[i + 1]}"
+done
+[[ ${#models[@]} -gt 0 ]] || { echo "run.sh: $dir/trace-gen.args names no --models" >&2; exit 1; }
+toml_models=$(printf '"%s", ' "${models[@]}")
+toml_models="[${toml_models%, }]"
 if [[ "$profiles" == measure ]]; then
   profiles="$tmp/profiles"
   mkdir -p "$profiles"
-  for m in cpu-11m cpu-24m; do
+  for m in "${models[@]}"; do
     "$bin" profile measure --engine cpu --model "$m" --hbm-gib 8 --out "$profiles/$m.tp1.toml" --quiet > /dev/null
   done
 fi
 profiles=$(cd "$profiles" && pwd)
-# The instance of configs/cpu-three-models.toml, serving the trace's two models.
+# The instance of configs/cpu-three-models.toml, serving the trace's models.
 sed -e "s|^profiles = .*|profiles = \"$profiles\"|" \
-    -e 's|^models = .*|models = ["cpu-11m", "cpu-24m"]|' "$root/configs/cpu-three-models.toml" > "$tmp/cluster.toml"
-# (bench/fidelity/sensitivity.py generates the same trace: change both together.)
-"$bin" trace gen --sessions "$sessions" --seed "$seed" --models cpu-11m,cpu-24m --max-context 1024 \
-    --session-rate 0.3 --gap-cap 2 -o "$tmp/trace.jsonl"
+    -e "s|^models = .*|models = $toml_models|" "$root/configs/cpu-three-models.toml" > "$tmp/cluster.toml"
+"$bin" trace gen --sessions "$sessions" --seed "$seed" "${gen_args[@]}" -o "$tmp/trace.jsonl"
 "$bin" trace stats "$tmp/trace.jsonl" | sed -n '2,3p'
 "$bin" serve --config "$tmp/cluster.toml" --port 0 --port-file "$tmp/port" > "$tmp/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
 [[ -s "$tmp/port" ]] || { echo "run.sh: the server did not start:" >&2; cat "$tmp/serve.log" >&2; exit 1; }
 "$bin" replay --target "http://127.0.0.1:$(cat "$tmp/port")" --trace "$tmp/trace.jsonl" --echo-output \
-    --json "$tmp/cpu.json" --quiet
+    --json "$tmp/cpu.json" --records "$tmp/records" --quiet
 # The instance's own account of the run: each phase's measured step time
 # against the profile model's for the same steps, and the driver's time
 # between steps (docs/serving.md, talaria_engine_step_seconds_total).
@@ -64,8 +74,9 @@ import sys, urllib.request
 sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())
 PY
 "$bin" replay --cluster "$tmp/cluster.toml" --trace "$tmp/trace.jsonl" --ablations talaria \
-    --json "$tmp/sim.json" --quiet
-python3 - "$tmp/cpu.json" "$tmp/sim.json" "$tmp/metrics.txt" <<'PY'
+    --json "$tmp/sim.json" --records "$tmp/records" --quiet
+python3 - "$tmp/cpu.json" "$tmp/sim.json" "$tmp/metrics.txt" "$tmp/records/http/calls.jsonl" \
+    "$tmp/records/talaria/calls.jsonl" <<'PY'
 import json, re, sys
 cpu = json.load(open(sys.argv[1]))["runs"][0]
 sim = json.load(open(sys.argv[2]))["runs"][0]
@@ -89,6 +100,26 @@ print("TTFT deciles p10-p90, sim err: " + " ".join("%+.0f%%" % (100 * e) for e i
       "  (mean |err| %.1f%%)" % (100 * sum(abs(e) for e in deciles) / len(deciles)))
 print("TTFT p45/p50/p55 (s): cpu %.2f/%.2f/%.2f, sim %.2f/%.2f/%.2f" %
       tuple([q(cpu, p) for p in (0.45, 0.5, 0.55)] + [q(sim, p) for p in (0.45, 0.5, 0.55)]))
+# Session by session, from both runs' call records: statistics that agree
+# because each session does, or because errors cancel out?
+def scts(path):
+    span = {}
+    for line in open(path):
+        j = json.loads(line)
+        a = span.setdefault(j["session_id"], [float("inf"), 0.0])
+        a[0], a[1] = min(a[0], j["intended_enqueue_s"]), max(a[1], j["finished_s"])
+    return {s: end - begin for s, (begin, end) in span.items()}
+real, model = scts(sys.argv[4]), scts(sys.argv[5])
+both = sorted(s for s in real if s in model and real[s] > 0)
+errs = sorted(abs(model[s] - real[s]) / real[s] for s in both)
+if errs:
+    xs, ys = [real[s] for s in both], [model[s] for s in both]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    cov = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sd = (sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys)) ** 0.5
+    print("SCT per session (%d): |sim err| median %.1f%%, p90 %.1f%%, within 5%%: %d%%; correlation %.3f" %
+          (len(errs), 100 * errs[len(errs) // 2], 100 * errs[int(0.9 * (len(errs) - 1))],
+           round(100 * sum(e <= 0.05 for e in errs) / len(errs)), cov / sd if sd else 0))
 steps, secs, driver = {}, {}, {}
 for line in open(sys.argv[3]):
     m = re.match(r'(talaria_engine_steps_total|talaria_engine_step_seconds_total|talaria_driver_\w+)\{([^}]*)\} (\S+)', line)

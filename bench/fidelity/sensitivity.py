@@ -13,9 +13,10 @@ move from the unscaled replay. A statistic that moves by more than a target
 under a spread smaller than the machine's own drift cannot be held to that
 target by any simulator on that trace.
 
-The trace is generated as run.sh generates it (two CPU catalogue models,
-1,024-token contexts, 0.3 sessions/s, gaps capped at 2 s); the profiles are
-the shipped ones (profiles/). The sim engine replays take seconds.
+The trace is generated as run.sh generates it, from the flags in
+bench/fidelity/trace-gen.args (two CPU catalogue models, 1,024-token
+contexts, 0.3 sessions/s, gaps capped at 2 s); the profiles are the shipped
+ones (profiles/). The sim engine replays take seconds.
 
 Usage: bench/fidelity/sensitivity.py [--talaria build/talaria] [--sessions 12,48,192]
        [--seed 7] [--spread 0.01] [--draws 40]
@@ -30,7 +31,9 @@ import sys
 import tempfile
 
 PHASES = ("prefill", "prefill_cached", "decode")  # the profile tables the scale applies to
-MODELS = ("cpu-11m", "cpu-24m")
+# run.sh's trace generator flags, and the models they name.
+GEN_ARGS = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trace-gen.args")).read().split()
+MODELS = tuple(GEN_ARGS[GEN_ARGS.index("--models") + 1].split(","))
 STATS = (("sct_p50_s", "SCT p50"), ("sct_p95_s", "SCT p95"), ("ttft_p50_s", "TTFT p50"))
 
 
@@ -80,9 +83,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for sessions in (int(s) for s in a.sessions.split(",")):
             trace = os.path.join(work, "trace-%d.jsonl" % sessions)
-            subprocess.run([a.talaria, "trace", "gen", "--sessions", str(sessions), "--seed", str(a.seed), "--models",
-                            ",".join(MODELS), "--max-context", "1024", "--session-rate", "0.3", "--gap-cap", "2", "-o",
-                            trace], check=True, capture_output=True)
+            subprocess.run([a.talaria, "trace", "gen", "--sessions", str(sessions), "--seed", str(a.seed)] + GEN_ARGS +
+                           ["-o", trace], check=True, capture_output=True)
             runs = []
             for k in range(a.draws + 1):  # draw 0: unscaled
                 d = os.path.join(work, "p%d-%d" % (sessions, k))

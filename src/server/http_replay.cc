@@ -7,7 +7,10 @@
 #include <boost/beast.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/error.h"
@@ -143,6 +146,61 @@ class SessionConnection {
   beast::flat_buffer buffer_;
 };
 
+// The replay's call records (HttpReplayOptions::records_dir): one JSON line
+// a call as it ends, written under the replay's lock. Times are trace
+// seconds from the replay's start.
+class CallRecords {
+ public:
+  explicit CallRecords(const std::string& dir) : dir_(dir) {
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw InputError(dir, "cannot create the records directory: " + ec.message());
+    out_.open(dir + "/calls.jsonl");
+    if (!out_) throw InputError(dir + "/calls.jsonl", "cannot write replay records");
+  }
+
+  void Answered(const TraceCall& c, double intended_s, const CallOutcome& out, double time_scale) {
+    if (!out_.is_open()) return;
+    nlohmann::ordered_json j = Head(c);
+    j["intended_enqueue_s"] = intended_s;
+    j["first_token_s"] = intended_s + out.ttft_wall_s * time_scale;
+    j["finished_s"] = intended_s + out.done_wall_s * time_scale;
+    j["ttft_s"] = out.ttft_wall_s * time_scale;
+    j["status"] = out.status;
+    out_ << j.dump() << '\n';
+  }
+
+  // A call the transport lost; `intended_s` is negative for one never released.
+  void Lost(const TraceCall& c, double intended_s, const std::string& error) {
+    if (!out_.is_open()) return;
+    nlohmann::ordered_json j = Head(c);
+    if (intended_s >= 0) j["intended_enqueue_s"] = intended_s;
+    j["status"] = 0;
+    j["error"] = "transport: " + error;
+    out_ << j.dump() << '\n';
+  }
+
+  // Throws InputError when a record could not be written.
+  void Close() {
+    if (!out_.is_open()) return;
+    out_.close();
+    if (!out_) throw InputError(dir_ + "/calls.jsonl", "writing the replay records failed");
+  }
+
+ private:
+  static nlohmann::ordered_json Head(const TraceCall& c) {
+    nlohmann::ordered_json j;
+    j["session_id"] = c.session_id.str();
+    j["call_index"] = c.call_index;
+    j["model"] = c.model.str();
+    return j;
+  }
+
+  std::string dir_;
+  std::ofstream out_;
+};
+
 }  // namespace
 
 ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
@@ -153,8 +211,10 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
   result.calls_total = static_cast<std::int64_t>(trace.calls.size());
   const auto sessions = GroupSessions(trace);
   result.sessions = static_cast<std::int64_t>(sessions.size());
+  CallRecords records(o.records_dir);
   std::mutex mu;
   const Clock::time_point start = Clock::now();
+  auto since_start_s = [&](Clock::time_point t) { return std::chrono::duration<double>(t - start).count() * o.time_scale; };
   auto wall = [&](double trace_s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace_s / o.time_scale));
   };
@@ -167,12 +227,12 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
   for (const auto& s : sessions) {
     threads.emplace_back([&, calls = s.calls] {
       std::size_t k = 0;  // the call in hand
+      const TraceCall& first = trace.calls[calls.front()];
+      Clock::time_point release = start + wall(first.gap_s);  // the call in hand's
       try {
         SessionConnection connection(target);
-        const TraceCall& first = trace.calls[calls.front()];
         SessionTokens tokens(first.token_seed, o.vocab_size + 3, 3);
         std::vector<std::int32_t> context;  // echo_output: the last prompt as sent, then its real output
-        Clock::time_point release = start + wall(first.gap_s);
         const Clock::time_point session_start = release;
         for (; k < calls.size(); ++k) {
           const TraceCall& c = trace.calls[calls[k]];
@@ -189,6 +249,7 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
               connection.Post(o, c, TokenCompletionBody(c.model, prompt, c.output_tokens, /*stream=*/true), release);
           for (unsigned char b : out.text) context.push_back(3 + b);
           std::lock_guard<std::mutex> lock(mu);
+          records.Answered(c, since_start_s(release), out, o.time_scale);
           if (out.status != 200) {
             ++result.rejected;
             ++result.rejected_by_reason["http-" + std::to_string(out.status)];
@@ -212,10 +273,14 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
         lost_calls += lost;
         ++lost_sessions;
         if (first_error.empty()) first_error = e.what();
+        for (std::size_t i = k; i < calls.size(); ++i) {
+          records.Lost(trace.calls[calls[i]], i == k ? since_start_s(release) : -1.0, e.what());
+        }
       }
     });
   }
   for (auto& t : threads) t.join();
+  records.Close();
   if (!first_error.empty() && result.calls_completed == 0) {
     throw InputError(o.target, "replay failed: " + first_error);
   }

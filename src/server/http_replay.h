@@ -33,6 +33,10 @@ struct HttpReplayOptions {
   // prefix is the one the trace records; other servers' text is not their
   // token ids.
   bool echo_output = false;
+  // When set, each call's record goes to DIR/calls.jsonl as the call ends
+  // (docs/replay.md "Records"): the keys of the simulated replay's call
+  // records that a client can measure, and the answer's HTTP status.
+  std::string records_dir;
 };
 
 // Throws InputError for a bad target. Calls the server refuses are counted
@@ -41,7 +45,9 @@ struct HttpReplayOptions {
 // the server closed meanwhile is replaced once. A transport error it cannot
 // get past ends the session: its call in hand and the calls after it are
 // counted in `rejected` ("transport") and reported on stderr; never dropped
-// (calls_completed + rejected = calls_total). Throws when no call completed.
+// (calls_completed + rejected = calls_total), and each has a record (status
+// 0, its error) with records_dir. Throws when no call completed, and
+// InputError when records_dir cannot be written.
 ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& options);
 
 }  // namespace talaria
