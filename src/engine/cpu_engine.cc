@@ -46,7 +46,10 @@ struct CpuEngine::Call {
   std::int64_t kv_len = 0;  // positions whose K/V are in its blocks
   bool checkpoint = false;
   bool done = false;
-  std::vector<float> swap;  // its KV while swapped out (host memory)
+  // Its KV while swapped out: the first swap_floats of a host buffer from
+  // the engine's pool (CpuEngine::swap_pool_).
+  std::vector<float> swap;
+  std::size_t swap_floats = 0;
   bool swapped = false;
 };
 
@@ -376,11 +379,13 @@ Duration CpuEngine::Prefill(const PrefillStep& step) {
       TALARIA_CHECK(c.swapped, "a restore of a call that was not swapped out");
       const auto t = Clock::now();
       const std::size_t n = kv_->block_floats();
-      for (std::size_t b = 0; b * n < c.swap.size(); ++b) {
+      for (std::size_t b = 0; b * n < c.swap_floats; ++b) {
         std::memcpy(kv_->Block(c.blocks[b]), c.swap.data() + b * n, n * sizeof(float));
       }
-      HoldToLink(static_cast<std::int64_t>(c.swap.size() * sizeof(float)), Since(t));
+      HoldToLink(static_cast<std::int64_t>(c.swap_floats * sizeof(float)), Since(t));
+      swap_pool_.push_back(std::move(c.swap));
       c.swap = {};
+      c.swap_floats = 0;
       c.swapped = false;
       continue;
     }
@@ -429,7 +434,15 @@ SwitchTiming CpuEngine::Switch(const SwitchStep& step) {
     for (auto& [id, c] : calls_) {
       if (c->model != active_ || c->done || c->swapped || c->kv_len == 0) continue;
       const auto blocks = static_cast<std::size_t>((c->kv_len + sub_.block_tokens - 1) / sub_.block_tokens);
-      c->swap.resize(blocks * n);
+      // Into a pooled host buffer: one written before is already backed, so
+      // the copy runs at memory bandwidth rather than faulting in fresh pages
+      // (as a GPU engine swaps into pinned buffers allocated once).
+      if (c->swap.empty() && !swap_pool_.empty()) {
+        c->swap = std::move(swap_pool_.back());
+        swap_pool_.pop_back();
+      }
+      c->swap_floats = blocks * n;
+      if (c->swap.size() < c->swap_floats) c->swap.resize(c->swap_floats);
       for (std::size_t b = 0; b < blocks; ++b) {
         std::memcpy(c->swap.data() + b * n, kv_->Block(c->blocks[b]), n * sizeof(float));
       }
@@ -459,7 +472,12 @@ std::span<const std::int32_t> CpuEngine::Output(std::int64_t call_id) const {
   return it == calls_.end() ? std::span<const std::int32_t>() : std::span<const std::int32_t>(it->second->output);
 }
 
-void CpuEngine::Forget(std::int64_t call_id) { calls_.erase(call_id); }
+void CpuEngine::Forget(std::int64_t call_id) {
+  auto it = calls_.find(call_id);
+  if (it == calls_.end()) return;
+  if (!it->second->swap.empty()) swap_pool_.push_back(std::move(it->second->swap));  // cancelled while swapped out
+  calls_.erase(it);
+}
 
 std::span<std::byte> CpuEngine::HostShard(const std::string& model, PrefixHash hash, std::int32_t rank) {
   Model& m = ModelNamed(model);

@@ -139,6 +139,8 @@ class CpuEngine final : public Engine {
   // Per step, reused.
   std::vector<SeqChunk> chunks_;
   std::vector<Call*> chunk_calls_;
+  // Host buffers of swapped-in calls, reused by the next swap-outs.
+  std::vector<std::vector<float>> swap_pool_;
   std::vector<float> logits_;
   std::vector<PrefixHash> hashes_;
   std::vector<std::int32_t> context_;
