@@ -214,7 +214,9 @@ ReplayResult ReplayOverHttp(const Trace& trace, const HttpReplayOptions& o) {
   CallRecords records(o.records_dir);
   std::mutex mu;
   const Clock::time_point start = Clock::now();
-  auto since_start_s = [&](Clock::time_point t) { return std::chrono::duration<double>(t - start).count() * o.time_scale; };
+  auto since_start_s = [&](Clock::time_point t) {
+    return std::chrono::duration<double>(t - start).count() * o.time_scale;
+  };
   auto wall = [&](double trace_s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace_s / o.time_scale));
   };

@@ -25,8 +25,8 @@
 namespace talaria {
 namespace {
 
-using testing::ScriptedInstance;
 using nlohmann::json;
+using testing::ScriptedInstance;
 
 // The replay's call records in `dir`, one object a line.
 std::vector<json> ReadRecords(const std::string& dir) {
