@@ -1,5 +1,8 @@
 #include "driver/replay_result.h"
 
+#include <filesystem>
+
+#include "core/error.h"
 #include "core/units.h"
 
 namespace talaria {
@@ -81,6 +84,15 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["sct_quantiles_s"] = quantiles(sct_s);
   j["ttft_quantiles_s"] = quantiles(ttft_s);
   return j;
+}
+
+std::ofstream OpenRecordsFile(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError(dir, "cannot create the records directory: " + ec.message());
+  std::ofstream out(dir + "/" + name);
+  if (!out) throw InputError(dir + "/" + name, "cannot write replay records");
+  return out;
 }
 
 }  // namespace talaria

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -74,5 +75,9 @@ struct ReplayResult {
   // The summary object; keys documented in docs/replay.md.
   nlohmann::ordered_json ToJson() const;
 };
+
+// Opens DIR/NAME for a replay's JSON Lines records (--records), creating
+// DIR. Throws InputError naming the directory or the file when it cannot.
+std::ofstream OpenRecordsFile(const std::string& dir, const std::string& name);
 
 }  // namespace talaria

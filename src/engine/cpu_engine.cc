@@ -46,10 +46,9 @@ struct CpuEngine::Call {
   std::int64_t kv_len = 0;  // positions whose K/V are in its blocks
   bool checkpoint = false;
   bool done = false;
-  // Its KV while swapped out: the first swap_floats of a host buffer from
-  // the engine's pool (CpuEngine::swap_pool_).
+  // Its KV while swapped out: the leading kv_len positions' blocks of a host
+  // buffer from the engine's pool (CpuEngine::swap_pool_), which may be longer.
   std::vector<float> swap;
-  std::size_t swap_floats = 0;
   bool swapped = false;
 };
 
@@ -207,6 +206,10 @@ std::span<float> CpuEngine::Shard(BlockId block, std::int32_t layer, bool v, std
   const std::size_t n = heads * static_cast<std::size_t>(sub_.block_tokens) * static_cast<std::size_t>(c.head_dim());
   float* base = v ? kv_->V(block, layer) : kv_->K(block, layer);
   return {base + static_cast<std::size_t>(rank) * n, n};
+}
+
+std::size_t CpuEngine::KvBlocks(const Call& c) const {
+  return static_cast<std::size_t>((c.kv_len + sub_.block_tokens - 1) / sub_.block_tokens);
 }
 
 CpuEngine::Call& CpuEngine::CallFor(const SeqRef& seq) {
@@ -379,13 +382,13 @@ Duration CpuEngine::Prefill(const PrefillStep& step) {
       TALARIA_CHECK(c.swapped, "a restore of a call that was not swapped out");
       const auto t = Clock::now();
       const std::size_t n = kv_->block_floats();
-      for (std::size_t b = 0; b * n < c.swap_floats; ++b) {
+      const std::size_t blocks = KvBlocks(c);
+      for (std::size_t b = 0; b < blocks; ++b) {
         std::memcpy(kv_->Block(c.blocks[b]), c.swap.data() + b * n, n * sizeof(float));
       }
-      HoldToLink(static_cast<std::int64_t>(c.swap_floats * sizeof(float)), Since(t));
+      HoldToLink(static_cast<std::int64_t>(blocks * n * sizeof(float)), Since(t));
       swap_pool_.push_back(std::move(c.swap));
       c.swap = {};
-      c.swap_floats = 0;
       c.swapped = false;
       continue;
     }
@@ -433,7 +436,7 @@ SwitchTiming CpuEngine::Switch(const SwitchStep& step) {
     const std::size_t n = kv_->block_floats();
     for (auto& [id, c] : calls_) {
       if (c->model != active_ || c->done || c->swapped || c->kv_len == 0) continue;
-      const auto blocks = static_cast<std::size_t>((c->kv_len + sub_.block_tokens - 1) / sub_.block_tokens);
+      const std::size_t blocks = KvBlocks(*c);
       // Into a pooled host buffer: one written before is already backed, so
       // the copy runs at memory bandwidth rather than faulting in fresh pages
       // (as a GPU engine swaps into pinned buffers allocated once).
@@ -441,8 +444,7 @@ SwitchTiming CpuEngine::Switch(const SwitchStep& step) {
         c->swap = std::move(swap_pool_.back());
         swap_pool_.pop_back();
       }
-      c->swap_floats = blocks * n;
-      if (c->swap.size() < c->swap_floats) c->swap.resize(c->swap_floats);
+      if (c->swap.size() < blocks * n) c->swap.resize(blocks * n);
       for (std::size_t b = 0; b < blocks; ++b) {
         std::memcpy(c->swap.data() + b * n, kv_->Block(c->blocks[b]), n * sizeof(float));
       }

@@ -101,6 +101,8 @@ class CpuEngine final : public Engine {
   // token; a call that is complete is checkpointed (when asked).
   void TakeTokens(Model& m);
   Call& CallFor(const SeqRef& seq);
+  // The KV blocks holding a call's kv_len positions.
+  std::size_t KvBlocks(const Call& c) const;
   // Writes the chunks the stager reports staged since the last boundary into
   // the KV region: in the background while the step computes (`overlap`),
   // or before returning.

@@ -7,7 +7,6 @@
 #include <boost/beast.hpp>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -152,12 +151,7 @@ class SessionConnection {
 class CallRecords {
  public:
   explicit CallRecords(const std::string& dir) : dir_(dir) {
-    if (dir.empty()) return;
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw InputError(dir, "cannot create the records directory: " + ec.message());
-    out_.open(dir + "/calls.jsonl");
-    if (!out_) throw InputError(dir + "/calls.jsonl", "cannot write replay records");
+    if (!dir.empty()) out_ = OpenRecordsFile(dir, "calls.jsonl");
   }
 
   void Answered(const TraceCall& c, double intended_s, const CallOutcome& out, double time_scale) {

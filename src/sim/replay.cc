@@ -1,6 +1,5 @@
 #include "sim/replay.h"
 
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -125,14 +124,10 @@ class Driver final : public InstanceEvents {
       }
     }
     if (!options.records_dir.empty()) {
-      std::filesystem::create_directories(options.records_dir);
-      calls_out_.open(options.records_dir + "/calls.jsonl");
-      rounds_out_.open(options.records_dir + "/rounds.jsonl");
-      switches_out_.open(options.records_dir + "/switches.jsonl");
-      timeline_out_.open(options.records_dir + "/timeline.jsonl");
-      if (!calls_out_ || !rounds_out_ || !switches_out_ || !timeline_out_) {
-        throw InputError(options.records_dir, "cannot write replay records");
-      }
+      calls_out_ = OpenRecordsFile(options.records_dir, "calls.jsonl");
+      rounds_out_ = OpenRecordsFile(options.records_dir, "rounds.jsonl");
+      switches_out_ = OpenRecordsFile(options.records_dir, "switches.jsonl");
+      timeline_out_ = OpenRecordsFile(options.records_dir, "timeline.jsonl");
       // Each instance's segments (driver/slot_timeline.h), as they close.
       for (std::size_t i = 0; i < runners_.size(); ++i) {
         const std::string& name = instances_[i]->name();
