@@ -3,7 +3,10 @@
 # Expects to run from the repository root; sets B (the binary, $TALARIA or
 # build/talaria), OUT (created; $OUT or the given default), SEED ($SEED or
 # 1) and FAMILIES. REPLAY_FLAGS, when set, is passed to every replay (for
-# example REPLAY_FLAGS=--lease-replica-check).
+# example REPLAY_FLAGS=--lease-replica-check). SESSIONS, when set, is each
+# family's session count (the presets' 60 by default): cells of 60 sessions
+# move by several percent with any schedule change, and larger ones resolve
+# finer differences between policies (docs/policy-matrix.md).
 #   source bench/families.sh build/policy-matrix
 B=${TALARIA:-build/talaria}
 OUT=${OUT:-$1}
@@ -16,6 +19,8 @@ TP8_MODELS=qwen3-235b-a22b,glm-5-nvfp4,qwen3.5-122b-a10b
 # Writes family $1's traces for the two testbeds: $OUT/$1-tp4.jsonl (the
 # TP=4 models) and $OUT/$1-tp8.jsonl (the TP=8 models).
 gen_family() {
-  "$B" trace gen --preset "$1" --seed "$SEED" --models "$TP4_MODELS" -o "$OUT/$1-tp4.jsonl"
-  "$B" trace gen --preset "$1" --seed "$SEED" --models "$TP8_MODELS" -o "$OUT/$1-tp8.jsonl"
+  local sessions=()
+  [[ -n "${SESSIONS:-}" ]] && sessions=(--sessions "$SESSIONS")
+  "$B" trace gen --preset "$1" --seed "$SEED" "${sessions[@]}" --models "$TP4_MODELS" -o "$OUT/$1-tp4.jsonl"
+  "$B" trace gen --preset "$1" --seed "$SEED" "${sessions[@]}" --models "$TP8_MODELS" -o "$OUT/$1-tp8.jsonl"
 }
