@@ -6,11 +6,17 @@
 # example REPLAY_FLAGS=--lease-replica-check). SESSIONS, when set, is each
 # family's session count (the presets' 60 by default): cells of 60 sessions
 # move by several percent with any schedule change, and larger ones resolve
-# finer differences between policies (docs/policy-matrix.md).
+# finer differences between policies (docs/policy-matrix.md). LOADS, when
+# set, is every replay's --load (all by default: low, medium, high, the
+# generated arrival rate halved, as is and quadrupled); for example
+# LOADS=util:0.5,util:0.8,util:0.95 offers each testbed a share of what it
+# can serve (docs/replay.md), where more sessions give a steady state
+# rather than a longer overload.
 #   source bench/families.sh build/policy-matrix
 B=${TALARIA:-build/talaria}
 OUT=${OUT:-$1}
 SEED=${SEED:-1}
+LOADS=${LOADS:-all}
 mkdir -p "$OUT"
 FAMILIES="agent-short long-gap-tools chat-paced burst flat-popularity steep-popularity"
 TP4_MODELS=qwen3-32b,qwen2.5-32b-instruct,qwen3.5-35b-a3b

@@ -17,9 +17,9 @@ for f in $FAMILIES; do
   gen_family "$f"
   for h in $HINTS; do
     "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp8-three-models.toml --trace "$OUT/$f-tp8.jsonl" --ablations talaria \
-        --hold adaptive --hints "$h" --load all --gap-cap 300 --json "$OUT/$f-tp8-${h/:/}.json"
+        --hold adaptive --hints "$h" --load "$LOADS" --gap-cap 300 --json "$OUT/$f-tp8-${h/:/}.json"
     "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
-        --router full --hold adaptive --hints "$h" --load all --gap-cap 300 --json "$OUT/$f-tp4-${h/:/}.json"
+        --router full --hold adaptive --hints "$h" --load "$LOADS" --gap-cap 300 --json "$OUT/$f-tp4-${h/:/}.json"
   done
   names+=("$f-tp8" "$f-tp4")
 done

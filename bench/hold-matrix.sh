@@ -18,10 +18,10 @@ run() {  # name cluster trace extra...
   local name=$1 cluster=$2 trace=$3
   shift 3
   for hold in fixed none adaptive; do
-    "$B" replay ${REPLAY_FLAGS:-} -q --cluster "$cluster" --trace "$trace" --ablations talaria --hold "$hold" --load all \
+    "$B" replay ${REPLAY_FLAGS:-} -q --cluster "$cluster" --trace "$trace" --ablations talaria --hold "$hold" --load "$LOADS" \
         --gap-cap 300 --json "$OUT/$name-$hold.json" "$@"
   done
-  "$B" replay ${REPLAY_FLAGS:-} -q --cluster "$cluster" --trace "$trace" --ablations no-sp --load all --gap-cap 300 \
+  "$B" replay ${REPLAY_FLAGS:-} -q --cluster "$cluster" --trace "$trace" --ablations no-sp --load "$LOADS" --gap-cap 300 \
       --json "$OUT/$name-nosp.json" "$@"
 }
 names=()
@@ -31,7 +31,8 @@ for f in $FAMILIES; do
   run "$f-tp4" configs/tp4-two-workers.toml "$OUT/$f-tp4.jsonl" --router full
   names+=("$f-tp8" "$f-tp4")
 done
-run swe-fixed-30-tp8 configs/tp8-three-models.toml traces/swe-fixed-30.jsonl
+# Its sessions all start at once: no arrival rate for a utilisation load to scale.
+LOADS=all run swe-fixed-30-tp8 configs/tp8-three-models.toml traces/swe-fixed-30.jsonl
 names+=(swe-fixed-30-tp8)
 python3 - "$OUT" "${names[@]}" <<'PY'
 import json, sys

@@ -14,9 +14,9 @@ source bench/families.sh build/lease-matrix
 for f in $FAMILIES; do
   gen_family "$f"
   "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
-      --router full --load all --gap-cap 300 --lease-sweep 0,0.5,1,2,5 --json "$OUT/$f-fixed.json"
+      --router full --load "$LOADS" --gap-cap 300 --lease-sweep 0,0.5,1,2,5 --json "$OUT/$f-fixed.json"
   "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
-      --router full --load all --gap-cap 300 --lease adaptive --lease-sweep 1,5 --json "$OUT/$f-adaptive.json"
+      --router full --load "$LOADS" --gap-cap 300 --lease adaptive --lease-sweep 1,5 --json "$OUT/$f-adaptive.json"
 done
 python3 - "$OUT" $FAMILIES <<'PY'
 import json, sys
@@ -26,7 +26,7 @@ print("|---|---|---|---|---|---|---|---|")
 for f in families:
     fixed = json.load(open(f"{out}/{f}-fixed.json"))["runs"]
     adaptive = json.load(open(f"{out}/{f}-adaptive.json"))["runs"]
-    for load in ("low", "medium", "high"):
+    for load in dict.fromkeys(r["load"] for r in fixed):  # in the order run
         fx = [r for r in fixed if r["load"] == load]
         ad = sorted((r for r in adaptive if r["load"] == load), key=lambda r: r["tau_s"])
         best = min(fx, key=lambda r: r["returning_ttft_p95_s"])

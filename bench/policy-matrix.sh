@@ -18,9 +18,9 @@ source bench/families.sh build/policy-matrix
 for f in $FAMILIES; do
   gen_family "$f"
   "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp4-two-workers.toml --trace "$OUT/$f-tp4.jsonl" --ablations talaria \
-      --router all --load all --gap-cap 300 --json "$OUT/$f-tp4.json"
+      --router all --load "$LOADS" --gap-cap 300 --json "$OUT/$f-tp4.json"
   "$B" replay ${REPLAY_FLAGS:-} -q --cluster configs/tp8-three-models.toml --trace "$OUT/$f-tp8.jsonl" --ablations all \
-      --load all --gap-cap 300 --json "$OUT/$f-tp8.json"
+      --load "$LOADS" --gap-cap 300 --json "$OUT/$f-tp8.json"
 done
 python3 - "$OUT" $FAMILIES <<'PY'
 import json, sys

@@ -3,9 +3,12 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
@@ -16,6 +19,7 @@
 #include "driver/agent_hints.h"
 #include "report/report.h"
 #include "server/http_replay.h"
+#include "sim/offered_load.h"
 #include "sim/replay.h"
 #include "trace/trace.h"
 
@@ -56,12 +60,33 @@ std::vector<std::string> SplitList(const std::string& spec) {
   return out;
 }
 
-// Offered load: session arrivals relative to the trace's recorded starts.
-double LoadScale(const std::string& load) {
+// A load of the form PREFIX:V with V in (0, 100]: true with V set, false
+// for any other prefix; throws on a malformed V.
+bool PrefixedLoad(const std::string& load, std::string_view prefix, double& v) {
+  if (load.size() <= prefix.size() || load.compare(0, prefix.size(), prefix) != 0 || load[prefix.size()] != ':') {
+    return false;
+  }
+  const std::string text = load.substr(prefix.size() + 1);
+  char* end = nullptr;
+  v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(v > 0) || !(v <= 100)) {
+    throw InputError("--load", "'" + load + "': " + std::string(prefix) + " takes a number in (0, 100], e.g. " +
+                                   std::string(prefix) + ":0.7");
+  }
+  return true;
+}
+bool UtilisationLoad(const std::string& load, double& u) { return PrefixedLoad(load, "util", u); }
+
+// Offered load: session arrivals relative to the trace's recorded starts;
+// a utilisation load's scale comes from its pilots (`pilot`).
+double LoadScale(const std::string& load, const std::function<double(double)>& pilot = {}) {
   if (load == "low") return 2.0;      // half the arrival rate
   if (load == "medium") return 1.0;   // as recorded
   if (load == "high") return 0.25;    // four times the arrival rate
-  throw InputError("--load", "unknown load '" + load + "' (choose low, medium, high or all)");
+  double v = 0;
+  if (PrefixedLoad(load, "scale", v)) return v;  // start offsets times v: arrivals at 1/v the rate
+  if (UtilisationLoad(load, v)) return pilot ? pilot(v) : 1.0;
+  throw InputError("--load", "unknown load '" + load + "' (choose low, medium, high, util:U, scale:S or all)");
 }
 
 std::vector<std::string> ParseAblations(const std::string& spec) {
@@ -173,6 +198,7 @@ void RunHttpReplay(const ReplayArgs& a) {
 void RunReplayCommand(const ReplayArgs& a) {
   if (!a.target.empty()) return RunHttpReplay(a);
   ClusterConfig cluster = LoadClusterConfig(a.cluster);
+  const ClusterConfig as_configured = cluster;  // a utilisation load's pilot runs on this
   if (!a.hold.empty()) {
     for (auto& ic : cluster.instances) {
       ic.hold = a.hold == "adaptive" ? HoldPolicy::kAdaptive : HoldPolicy::kFixed;
@@ -200,7 +226,20 @@ void RunReplayCommand(const ReplayArgs& a) {
     }
   }
   const auto loads = SplitList(a.loads == "all" ? "low,medium,high" : a.loads);
-  for (const auto& l : loads) LoadScale(l);  // validate before running anything
+  // A utilisation load's scale is measured before anything runs, on the
+  // config file's own settings, so every configuration and hold compared at
+  // util:U sees the same arrivals (sim/offered_load.h).
+  std::map<std::string, double> scales;
+  for (const auto& l : loads) {
+    scales[l] = LoadScale(l, [&](double u) {
+      const UtilisationScale us = ScaleForUtilisation(as_configured, profiles, trace, a.gap_cap_s, u);
+      if (!a.quiet) {
+        std::fprintf(stderr, "talaria replay: %s: start scale %.4g (utilisation %.3f after %d pilot replays)\n",
+                     l.c_str(), us.start_scale, us.realised, us.pilots);
+      }
+      return us.start_scale;
+    });
+  }
   std::vector<double> taus;
   if (a.lease_sweep.empty()) {
     taus.push_back(cluster.router.lease_tau_s);
@@ -242,7 +281,7 @@ void RunReplayCommand(const ReplayArgs& a) {
           options.gap_cap_s = a.gap_cap_s;
           c.router.policy = policy;
           c.router.lease_tau_s = tau;
-          options.start_scale = LoadScale(load);
+          options.start_scale = scales.at(load);
           std::string label = name;
           if (routing) {
             char tau_text[32];
@@ -262,6 +301,7 @@ void RunReplayCommand(const ReplayArgs& a) {
           if (!a.quiet) routing ? PrintRoutingRow(r) : PrintRow(r);
           nlohmann::ordered_json run = r.ToJson();
           run["label"] = label;  // its records are under RECORDS/<label>/
+          run["start_scale"] = options.start_scale;
           runs.push_back(std::move(run));
         }
       }
@@ -301,7 +341,10 @@ void AddReplayCommand(CLI::App& app) {
                   "all (default: the cluster config's [router] policy)");
   cmd->add_option("--load", args->loads,
                   "offered load: low (half the trace's session arrival rate), medium (as recorded), "
-                  "high (four times), a comma list, or all")
+                  "high (four times), util:U (arrivals scaled so the trace's work, measured by a pilot replay "
+                  "at the recorded rate, fills U of the instances over the arrival window; docs/replay.md), "
+                  "scale:S (session start offsets times S, as a utilisation load's run reports in start_scale), "
+                  "a comma list, or all (low, medium, high)")
       ->capture_default_str();
   cmd->add_option("--hold", args->hold,
                   "slot holds of every instance, overriding the config's `hold`: fixed (slot_hold_s after a "
