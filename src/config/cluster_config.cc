@@ -144,6 +144,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       if (ic.models.empty()) r.Fail("models", t->get("models"), "needs at least one model");
       r.Optional("resident", ic.resident);
       r.Optional("max_resident", ic.max_resident, 0, 1 << 16);
+      r.Optional("defer_forced_opens", ic.defer_forced_opens);
       r.Optional("storage_gbps", ic.storage_gbps, 0.001, 1e6);
       r.Optional("tp", ic.tp, 1, 64);
       r.Optional("engine", ic.engine);

@@ -51,6 +51,13 @@ struct InstanceConfig {
   // last in round order (that slot opens it again).
   std::vector<std::string> resident;
   std::int32_t max_resident = 0;  // 0: no limit
+  // At max_resident with more models with work than fit, a closed model's
+  // slot is passed over while opening it would close a model with work and
+  // its calls have waited, summed, less than that open and the reopen it
+  // forces would delay the instance's other calls (ski rental: the waits
+  // are the rent, the two opens the purchase). false: every model with work
+  // gets a slot each round, opening it if need be (the paper's round).
+  bool defer_forced_opens = true;
   double storage_gbps = 5.0;      // assumption: local NVMe into pinned host memory, per node
   std::int32_t tp = 8;
   // What executes the steps: "sim" (SimEngine, a model of a GPU timed from

@@ -198,7 +198,7 @@ const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!slot_open_) {
       if (!HasWork(Active())) {
-        const std::int32_t target = NextModelWithWork(active_);
+        const std::int32_t target = NextSlotModel(now);
         if (target >= 0) PlanSwitch(now, target);
         break;
       }
@@ -220,7 +220,7 @@ const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
     // The slot is over.
     slot_open_ = false;
     slot_round_counted_ = false;
-    const std::int32_t target = NextModelWithWork(active_);
+    const std::int32_t target = NextSlotModel(now);
     if (target < 0) break;  // idle on the active model until an arrival
     if (target != active_) {
       PlanSwitch(now, target);

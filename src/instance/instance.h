@@ -310,6 +310,10 @@ class Instance {
   std::int32_t ModelIndex(const std::string& name) const;
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
+  // The model whose slot comes next after the active one's: the next with
+  // work, passing over a closed one whose open DeferOpen defers.
+  std::int32_t NextSlotModel(TimePoint now) const;
+  bool DeferOpen(const Model& m, TimePoint now) const;
   // ModelTelemetry::admit_wait_s of model `target`, from the snapshot's
   // per-model queued work `t` and its count of models with work.
   double AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t,

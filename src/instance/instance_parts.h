@@ -78,6 +78,7 @@ struct Instance::Model {
   bool resident = true;
   double full_open_s = 0;  // from storage, when not resident
   TimePoint last_active;
+  TimePoint left_at;  // its latest switch out: its swapped-out calls wait since
   // When this model's sessions come back after a call (adaptive holds).
   ReturnModel returns;
 };

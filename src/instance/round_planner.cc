@@ -21,6 +21,35 @@ std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
   return -1;
 }
 
+std::int32_t Instance::NextSlotModel(TimePoint now) const {
+  const std::int32_t first = NextModelWithWork(active_);
+  if (!config_.defer_forced_opens || first < 0) return first;
+  const auto n = static_cast<std::int32_t>(models_.size());
+  for (std::int32_t k = 0; k < n; ++k) {
+    const std::int32_t i = ((active_ < 0 ? -1 : active_) + 1 + k) % n;
+    const Model& m = *models_[static_cast<std::size_t>(i)];
+    if (HasWork(m) && !DeferOpen(m, now)) return i;
+  }
+  return first;  // not reached: a forced reopen means an open model has work
+}
+
+bool Instance::DeferOpen(const Model& m, TimePoint now) const {
+  if (m.resident) return false;
+  const double reopen_s = ForcedReopenSeconds(m);
+  if (reopen_s <= 0) return false;  // it closes an idle model, or none
+  // Rent: what m's calls have waited so far (queued since they arrived,
+  // swapped out since m's last slot). Purchase: the two opens, which every
+  // call of the other models waits through.
+  double waited_s = 0;
+  for (const Request* r : m.queue) waited_s += ToSeconds(now - r->arrived);
+  waited_s += static_cast<double>(m.running.size()) * ToSeconds(now - m.left_at);
+  std::int64_t others = 0;
+  for (const auto& other : models_) {
+    if (other.get() != &m) others += static_cast<std::int64_t>(other->queue.size() + other->running.size());
+  }
+  return waited_s < (m.full_open_s + reopen_s) * static_cast<double>(others);
+}
+
 void Instance::OpenSlot(TimePoint now) {
   Model& m = Active();
   if (!slot_round_counted_) BeginSlotRound(active_, now);
@@ -308,6 +337,7 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
   const ModelProfile* from = nullptr;
   if (active_ >= 0) {
     from = Active().profile;
+    Active().left_at = now;
     ReleaseModelKv(Active(), now, drain);
   }
   stager_.Cancel(pool_);

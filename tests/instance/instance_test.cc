@@ -118,6 +118,7 @@ TEST(ColdInstanceTest, OverTheResidentLimitASwitchClosesTheOutgoingModel) {
     c.min_prefill_budget_s = 0;
     c.resident = {"m"};
     c.max_resident = max_resident;
+    c.defer_forced_opens = false;  // the paper's round: n's slot comes at once
     Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
     h.Warmup("m");
     h.Run({{0, "a", 0, "m", 100, 0, 100}, {0, "x", 0, "n", 100, 0, 1}});
@@ -146,6 +147,7 @@ TEST(ColdInstanceTest, ThreeModelsInRoomForTwoOpenAtEveryOtherSwitch) {
   c.min_prefill_budget_s = 0;
   c.resident = {"m", "n"};
   c.max_resident = 2;
+  c.defer_forced_opens = false;  // the paper's round: every model with work gets a slot each round
   Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")});
   h.Warmup("m");
   h.Run({{0, "a", 0, "m", 100, 0, 200}, {0, "b", 0, "n", 100, 0, 200}, {0, "x", 0, "o", 100, 0, 200}});
@@ -159,6 +161,74 @@ TEST(ColdInstanceTest, ThreeModelsInRoomForTwoOpenAtEveryOtherSwitch) {
   }
   EXPECT_TRUE(h.Done("a0"));
   EXPECT_TRUE(h.Done("b0"));
+  EXPECT_TRUE(h.Done("x0"));
+}
+
+// The same three models with deferred forced opens: o's slot is passed
+// over (its open would close n, which has work) until x0 has waited as long
+// as the two opens would delay a0 and b0, so the instance opens fewer
+// models than the paper's round and x0 still finishes.
+TEST(ColdInstanceTest, AForcedOpenWaitsUntilItsCallsHaveWaitedForIt) {
+  const auto run = [](bool defer) {
+    InstanceConfig c = Cold({"m", "n", "o"});
+    c.ttft_target_s = 1.0;
+    c.tpot_target_s = 0.1;
+    c.min_prefill_budget_s = 0;
+    c.resident = {"m", "n"};
+    c.max_resident = 2;
+    c.defer_forced_opens = defer;
+    auto h = std::make_unique<Harness>(c, std::vector<ModelProfile>{testing::TinyProfile("m"), testing::TinyProfile("n"),
+                                                                    testing::TinyProfile("o")});
+    h->Warmup("m");
+    h->Run({{0, "a", 0, "m", 100, 0, 400}, {0, "b", 0, "n", 100, 0, 400}, {0, "x", 0, "o", 100, 0, 50}});
+    return h;
+  };
+  const auto paper = run(false);
+  const auto deferred = run(true);
+  const auto first_into_o = [](const Harness& h) {
+    for (const auto& s : h.switches()) {
+      if (s.to == "o") return s;
+    }
+    ADD_FAILURE() << "o never got a slot";
+    return SwitchRecord{};
+  };
+  const SwitchRecord o_paper = first_into_o(*paper);
+  const SwitchRecord o_deferred = first_into_o(*deferred);
+  EXPECT_TRUE(o_deferred.opened);
+  // Passed over at least once: n, then m again, before o.
+  EXPECT_GT(o_deferred.start, o_paper.start);
+  ASSERT_GE(deferred->switches().size(), 2u);
+  EXPECT_EQ(deferred->switches()[0].to, "n");
+  EXPECT_EQ(deferred->switches()[1].to, "m");
+  // By then x0's wait (the rent, since t = 0) covers the two opens times
+  // the calls of m and n they delay, at least one of which is still there.
+  const double open_s = o_deferred.timing.open_weights_s;
+  EXPECT_GE(ToSeconds(o_deferred.start - TimePoint{}), 2 * open_s);
+  EXPECT_LT(deferred->instance().counters().model_opens, paper->instance().counters().model_opens);
+  for (const char* call : {"a0", "b0", "x0"}) {
+    EXPECT_TRUE(deferred->Done(call)) << call;
+    EXPECT_TRUE(paper->Done(call)) << call;
+  }
+}
+
+// Deferral only weighs an open that closes a model with work: with n idle,
+// o's open closes n and o gets its slot right after m's, as in the paper's
+// round.
+TEST(ColdInstanceTest, AnOpenThatClosesAnIdleModelIsNotDeferred) {
+  InstanceConfig c = Cold({"m", "n", "o"});
+  c.ttft_target_s = 1.0;
+  c.tpot_target_s = 0.1;
+  c.min_prefill_budget_s = 0;
+  c.resident = {"m", "n"};
+  c.max_resident = 2;
+  ASSERT_TRUE(c.defer_forced_opens);  // the default
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")});
+  h.Warmup("m");
+  h.Run({{0, "a", 0, "m", 100, 0, 400}, {0, "x", 0, "o", 100, 0, 50}});
+  ASSERT_FALSE(h.switches().empty());
+  EXPECT_EQ(h.switches()[0].to, "o");
+  EXPECT_TRUE(h.switches()[0].opened);
+  EXPECT_LE(h.switches()[0].start, AtSeconds(0.5));  // m's first slot, about 0.45 s
   EXPECT_TRUE(h.Done("x0"));
 }
 
