@@ -313,7 +313,10 @@ class Instance {
   // The model whose slot comes next after the active one's: the next with
   // work, passing over a closed one whose open DeferOpen defers.
   std::int32_t NextSlotModel(TimePoint now) const;
-  bool DeferOpen(const Model& m, TimePoint now) const;
+  // How long a closed model's open stays deferred (defer_forced_opens): the
+  // rent still owed over the rate its calls pay it, `extra` calls more
+  // waiting than now (one: a call the router may add). 0: not deferred.
+  double DeferredForSeconds(const Model& m, TimePoint now, std::int32_t extra) const;
   // ModelTelemetry::admit_wait_s of model `target`, from the snapshot's
   // per-model queued work `t` and its count of models with work.
   double AdmitWait(std::int32_t target, TimePoint now, const std::vector<ModelTelemetry>& t,

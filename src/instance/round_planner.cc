@@ -28,26 +28,29 @@ std::int32_t Instance::NextSlotModel(TimePoint now) const {
   for (std::int32_t k = 0; k < n; ++k) {
     const std::int32_t i = ((active_ < 0 ? -1 : active_) + 1 + k) % n;
     const Model& m = *models_[static_cast<std::size_t>(i)];
-    if (HasWork(m) && !DeferOpen(m, now)) return i;
+    if (HasWork(m) && DeferredForSeconds(m, now, 0) <= 0) return i;
   }
   return first;  // not reached: a forced reopen means an open model has work
 }
 
-bool Instance::DeferOpen(const Model& m, TimePoint now) const {
-  if (m.resident) return false;
+double Instance::DeferredForSeconds(const Model& m, TimePoint now, std::int32_t extra) const {
+  if (!config_.defer_forced_opens || m.resident) return 0;
   const double reopen_s = ForcedReopenSeconds(m);
-  if (reopen_s <= 0) return false;  // it closes an idle model, or none
+  if (reopen_s <= 0) return 0;  // it closes an idle model, or none
   // Rent: what m's calls have waited so far (queued since they arrived,
-  // swapped out since m's last slot). Purchase: the two opens, which every
-  // call of the other models waits through.
-  double waited_s = 0;
-  for (const Request* r : m.queue) waited_s += ToSeconds(now - r->arrived);
-  waited_s += static_cast<double>(m.running.size()) * ToSeconds(now - m.left_at);
+  // swapped out since m's last slot), each adding a second a second.
+  // Purchase: the two opens, which every call of the other models waits
+  // through.
+  double rent_s = 0;
+  for (const Request* r : m.queue) rent_s += ToSeconds(now - r->arrived);
+  rent_s += static_cast<double>(m.running.size()) * ToSeconds(now - m.left_at);
   std::int64_t others = 0;
   for (const auto& other : models_) {
     if (other.get() != &m) others += static_cast<std::int64_t>(other->queue.size() + other->running.size());
   }
-  return waited_s < (m.full_open_s + reopen_s) * static_cast<double>(others);
+  const double owed_s = (m.full_open_s + reopen_s) * static_cast<double>(others) - rent_s;
+  const auto payers = static_cast<double>(m.queue.size() + m.running.size()) + extra;
+  return owed_s > 0 && payers > 0 ? owed_s / payers : 0;
 }
 
 void Instance::OpenSlot(TimePoint now) {

@@ -125,7 +125,9 @@ double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector
   }
   // Back into the active model: the router charges no switch for it.
   if (target == active_) wait += models_[a]->switch_in_estimate_s;
-  return wait;
+  // A closed model whose open is deferred gets no slot before its calls,
+  // the routed one among them, have paid the rent (defer_forced_opens).
+  return std::max(wait, DeferredForSeconds(*models_[static_cast<std::size_t>(target)], now, 1));
 }
 
 void Instance::TakeHostDrops() {
