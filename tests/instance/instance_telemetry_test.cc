@@ -60,6 +60,46 @@ TEST(InstanceTelemetryTest, ReportsTheReopenAnOpenWouldForce) {
   }
 }
 
+// A closed model whose open is deferred (defer_forced_opens: it would close
+// n, which has work) advertises its next P phase no sooner than its calls,
+// the routed one among them, have paid the two opens times the other
+// models' calls: with m and n holding one call each and o none yet,
+// (open(o) + open(n)) x 2 over 1 payer. Without deferral the wait is the
+// round's.
+TEST(InstanceTelemetryTest, ADeferredOpenAdvertisesTheRentStillOwed) {
+  for (const bool defer : {true, false}) {
+    SCOPED_TRACE(defer);
+    ProfileSet set;
+    for (const char* model : {"m", "n", "o"}) set.Add(testing::TinyProfile(model));
+    InstanceConfig c = Cold({"m", "n", "o"});
+    c.resident = {"m", "n"};
+    c.max_resident = 2;
+    c.defer_forced_opens = defer;
+    Instance inst(c, set);
+    inst.Warmup("m", TimePoint{});
+    std::int64_t id = 0;
+    for (const char* model : {"m", "n"}) {
+      CallRequest call;
+      call.id = id++;
+      call.session_id = std::string("s-") + model;
+      call.model = model;
+      call.prompt_tokens = 100;
+      call.output_tokens = 10;
+      inst.Enqueue(call, TimePoint{});
+    }
+    InstanceTelemetry t;
+    inst.Snapshot(AtSeconds(0), t);
+    ASSERT_EQ(t.models.size(), 3u);
+    const double owed_s = (t.models[2].full_open_s + t.models[2].forced_reopen_s) * 2;
+    ASSERT_GT(t.models[2].forced_reopen_s, 0.0);
+    if (defer) {
+      EXPECT_NEAR(t.models[2].admit_wait_s, owed_s, 1e-9);
+    } else {
+      EXPECT_LT(t.models[2].admit_wait_s, owed_s);
+    }
+  }
+}
+
 // An engine slower than its profile (a wrapped engine, as fault injection
 // would be) shows up in telemetry as a measured/profiled scale above 1.
 TEST(InstanceTelemetryTest, ReportsMeasuredOverProfiledStepTime) {
