@@ -341,7 +341,7 @@ void AddReplayCommand(CLI::App& app) {
                   "all (default: the cluster config's [router] policy)");
   cmd->add_option("--load", args->loads,
                   "offered load: low (half the trace's session arrival rate), medium (as recorded), "
-                  "high (four times), util:U (arrivals scaled so the trace's work, measured by a pilot replay "
+                  "high (four times), util:U (arrivals scaled so the trace's work, measured by pilot replays "
                   "at the recorded rate, fills U of the instances over the arrival window; docs/replay.md), "
                   "scale:S (session start offsets times S, as a utilisation load's run reports in start_scale), "
                   "a comma list, or all (low, medium, high)")

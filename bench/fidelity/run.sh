@@ -14,8 +14,11 @@
 # as the fourth argument to use its profiles instead (profiles/ for the
 # shipped ones). Both runs keep their call records, and each session's SCT
 # is compared with itself across the two. The instance's own step accounting
-# is printed last: each phase's measured step time against the profile
-# model's for the same steps.
+# is printed next: each phase's measured step time against the profile
+# model's for the same steps. When it measured the profiles itself, it
+# measures them again after the run and prints the machine's drift and the
+# sim's errors on the later profiles; a run that drifted by more than
+# FIDELITY_DRIFT_MAX percent (default 3) is flagged DRIFT.
 # Usage: bench/fidelity/run.sh [path/to/talaria] [sessions (default 12)] [seed (default 7)] [measure|DIR]
 # Needs python3 (Debian package python3) for the comparison table.
 set -euo pipefail
@@ -47,7 +50,9 @@ done
 [[ ${#models[@]} -gt 0 ]] || { echo "run.sh: $dir/trace-gen.args names no --models" >&2; exit 1; }
 toml_models=$(printf '"%s", ' "${models[@]}")
 toml_models="[${toml_models%, }]"
+measured=""
 if [[ "$profiles" == measure ]]; then
+  measured=1
   profiles="$tmp/profiles"
   mkdir -p "$profiles"
   for m in "${models[@]}"; do
@@ -75,9 +80,28 @@ sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
 PY
 "$bin" replay --cluster "$tmp/cluster.toml" --trace "$tmp/trace.jsonl" --ablations talaria \
     --json "$tmp/sim.json" --records "$tmp/records" --quiet
+# Drift: the profiles measured again once the run is over (the server
+# stopped first, so nothing competes), and the sim replayed on those too. A
+# machine that changed speed during the run shows here, with how far the
+# sim's errors move between the two sets of profiles, and a run whose
+# machine drifted by more than FIDELITY_DRIFT_MAX percent (default 3) is
+# flagged rather than counted.
+if [[ -n "$measured" ]]; then
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=""
+  mkdir -p "$tmp/profiles-after"
+  for m in "${models[@]}"; do
+    "$bin" profile measure --engine cpu --model "$m" --hbm-gib 8 --out "$tmp/profiles-after/$m.tp1.toml" --quiet > /dev/null
+  done
+  sed -e "s|^profiles = .*|profiles = \"$tmp/profiles-after\"|" "$tmp/cluster.toml" > "$tmp/cluster-after.toml"
+  "$bin" replay --cluster "$tmp/cluster-after.toml" --trace "$tmp/trace.jsonl" --ablations talaria \
+      --json "$tmp/sim-after.json" --quiet
+fi
 python3 - "$tmp/cpu.json" "$tmp/sim.json" "$tmp/metrics.txt" "$tmp/records/http/calls.jsonl" \
-    "$tmp/records/talaria/calls.jsonl" <<'PY'
-import json, re, sys
+    "$tmp/records/talaria/calls.jsonl" "${measured:+$tmp/sim-after.json}" "$profiles" "$tmp/profiles-after" \
+    "${FIDELITY_DRIFT_MAX:-3}" <<'PY'
+import glob, json, math, os, re, sys, tomllib
 cpu = json.load(open(sys.argv[1]))["runs"][0]
 sim = json.load(open(sys.argv[2]))["runs"][0]
 for name, run in (("cpu", cpu), ("sim", sim)):
@@ -143,5 +167,35 @@ for phase in ("prefill", "session_prefill", "decode", "switch"):
 b, bs = driver.get("talaria_driver_boundaries_total", 0), driver.get("talaria_driver_boundary_seconds_total", 0)
 if b:
     print("driver between steps: %d boundaries, %.2f s, %.0f us each" % (b, bs, 1e6 * bs / b))
+# The machine's drift over the run: each profile table's points measured
+# after the run over before, as a geometric mean per table and model.
+after_json, before_dir, after_dir, drift_max = sys.argv[6], sys.argv[7], sys.argv[8], float(sys.argv[9])
+if after_json:
+    def points(table):
+        out = []
+        for v in table:
+            out.extend(points(v) if isinstance(v, list) else [v])
+        return out
+    print("\nmachine drift over the run (profiles measured after / before, geometric mean of each table's points)")
+    worst = 0.0
+    for before in sorted(glob.glob(os.path.join(before_dir, "*.toml"))):
+        after = os.path.join(after_dir, os.path.basename(before))
+        b, a = tomllib.load(open(before, "rb")), tomllib.load(open(after, "rb"))
+        cells = []
+        for table in ("prefill", "prefill_cached", "decode"):
+            pairs = [(x, y) for x, y in zip(points(b[table]["seconds"]), points(a[table]["seconds"])) if x > 0 and y > 0]
+            r = math.exp(sum(math.log(y / x) for x, y in pairs) / len(pairs)) - 1
+            worst = max(worst, abs(r))
+            cells.append("%s %+.1f%%" % (table, 100 * r))
+        print("  %-10s %s" % (b["model"]["name"], ", ".join(cells)))
+    after_run = json.load(open(after_json))["runs"][0]
+    print("sim on the profiles measured after the run: " + ", ".join(
+        "%s %+.1f%%" % (name, 100 * (after_run[k] - cpu[k]) / cpu[k]) for k, name in keys[:3]))
+    if worst * 100 > drift_max:
+        print("DRIFT: the machine's step times moved by up to %.1f%% over the run (more than %.0f%%): the sim "
+              "cannot follow a machine that changed speed, and this run does not count towards the fidelity "
+              "target" % (100 * worst, drift_max))
+    else:
+        print("drift within %.0f%%: the run counts" % drift_max)
 PY
 keep

@@ -311,7 +311,7 @@ class Instance {
   bool HasWork(const Model& m) const;
   std::int32_t NextModelWithWork(std::int32_t after) const;
   // The model whose slot comes next after the active one's: the next with
-  // work, passing over a closed one whose open DeferOpen defers.
+  // work, passing over a closed one whose open is deferred (DeferredForSeconds).
   std::int32_t NextSlotModel(TimePoint now) const;
   // How long a closed model's open stays deferred (defer_forced_opens): the
   // rent still owed over the rate its calls pay it, `extra` calls more
