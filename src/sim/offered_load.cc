@@ -26,9 +26,10 @@ double StartScaleForUtilisation(double work_s, double window_s, std::int32_t ins
     throw InputError("--load", "utilisation must be a positive number, got " + std::to_string(utilisation));
   }
   if (!(window_s > 0)) {
-    throw InputError("--load", "a utilisation load needs sessions that start at different times; every session "
-                               "of this trace starts at once, so there is no arrival rate to scale (use low, "
-                               "medium or high)");
+    throw InputError("--load",
+                     "a utilisation load needs sessions that start at different times; every session "
+                     "of this trace starts at once, so there is no arrival rate to scale (use low, "
+                     "medium or high)");
   }
   if (instances <= 0) throw InputError("--load", "a utilisation load needs at least one instance");
   if (!(work_s > 0)) throw InputError("--load", "the pilot replay measured no work: the trace has no calls to serve");
@@ -62,7 +63,7 @@ UtilisationScale ScaleForUtilisation(const ClusterConfig& cluster, const Profile
     return std::log(StartScaleForUtilisation(work, window_s, instances, utilisation)) - x;  // log(realised/U)
   };
   double x = 0, r = residual(x);
-  double best_x = x, best_r = r;  // the pilot nearest U: busy time is not smooth in the scale
+  double best_x = x, best_r = r;              // the pilot nearest U: busy time is not smooth in the scale
   double lo = 0, r_lo = 0, hi = 0, r_hi = 0;  // r_lo > 0 > r_hi once bracketed
   bool have_lo = false, have_hi = false;
   int side = 0;  // Illinois: which end stayed twice

@@ -20,6 +20,17 @@ namespace {
 using testing::Cold;
 using testing::Harness;
 
+// Enqueues one 100-token call of `model` at t = 0, session "s-<model>".
+void EnqueueOne(Instance& inst, const std::string& model, std::int64_t id) {
+  CallRequest call;
+  call.id = id;
+  call.session_id = "s-" + model;
+  call.model = model;
+  call.prompt_tokens = 100;
+  call.output_tokens = 10;
+  inst.Enqueue(call, TimePoint{});
+}
+
 // What opening a closed model would force, as telemetry reports it for
 // Eq.2: on an instance with room for two (m and n open, o closed), o's open
 // closes the open model whose next slot comes last (n: after o comes m), so
@@ -39,17 +50,8 @@ TEST(InstanceTelemetryTest, ReportsTheReopenAnOpenWouldForce) {
     c.max_resident = 2;
     Instance inst(c, set);
     inst.Warmup("m", TimePoint{});
-    std::int64_t id = 0;
-    for (const char* model : {"m", "n"}) {
-      if (std::string(model) == "n" && !n_busy) continue;
-      CallRequest call;
-      call.id = id++;
-      call.session_id = std::string("s-") + model;
-      call.model = model;
-      call.prompt_tokens = 100;
-      call.output_tokens = 10;
-      inst.Enqueue(call, TimePoint{});
-    }
+    EnqueueOne(inst, "m", 0);
+    if (n_busy) EnqueueOne(inst, "n", 1);
     InstanceTelemetry t;
     inst.Snapshot(AtSeconds(0), t);
     ASSERT_EQ(t.models.size(), 3u);
@@ -77,16 +79,8 @@ TEST(InstanceTelemetryTest, ADeferredOpenAdvertisesTheRentStillOwed) {
     c.defer_forced_opens = defer;
     Instance inst(c, set);
     inst.Warmup("m", TimePoint{});
-    std::int64_t id = 0;
-    for (const char* model : {"m", "n"}) {
-      CallRequest call;
-      call.id = id++;
-      call.session_id = std::string("s-") + model;
-      call.model = model;
-      call.prompt_tokens = 100;
-      call.output_tokens = 10;
-      inst.Enqueue(call, TimePoint{});
-    }
+    EnqueueOne(inst, "m", 0);
+    EnqueueOne(inst, "n", 1);
     InstanceTelemetry t;
     inst.Snapshot(AtSeconds(0), t);
     ASSERT_EQ(t.models.size(), 3u);

@@ -134,6 +134,20 @@ TEST(ColdInstanceTest, OverTheResidentLimitASwitchClosesTheOutgoingModel) {
   }
 }
 
+// Three models m, n, o on room for two (m and n open), with short slots.
+InstanceConfig ThreeModelsInRoomForTwo() {
+  InstanceConfig c = Cold({"m", "n", "o"});
+  c.ttft_target_s = 1.0;
+  c.tpot_target_s = 0.1;
+  c.min_prefill_budget_s = 0;
+  c.resident = {"m", "n"};
+  c.max_resident = 2;
+  return c;
+}
+std::vector<ModelProfile> ThreeTinyProfiles() {
+  return {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")};
+}
+
 // Three models with work take turns on room for two: each switch into a
 // closed model closes the open one whose next slot comes last in round
 // order (the outgoing model), so the model after it is still open and
@@ -141,14 +155,9 @@ TEST(ColdInstanceTest, OverTheResidentLimitASwitchClosesTheOutgoingModel) {
 // one instead would close exactly the model the next slot needs, and every
 // switch would open a model.
 TEST(ColdInstanceTest, ThreeModelsInRoomForTwoOpenAtEveryOtherSwitch) {
-  InstanceConfig c = Cold({"m", "n", "o"});
-  c.ttft_target_s = 1.0;
-  c.tpot_target_s = 0.1;
-  c.min_prefill_budget_s = 0;
-  c.resident = {"m", "n"};
-  c.max_resident = 2;
+  InstanceConfig c = ThreeModelsInRoomForTwo();
   c.defer_forced_opens = false;  // the paper's round: every model with work gets a slot each round
-  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")});
+  Harness h(c, ThreeTinyProfiles());
   h.Warmup("m");
   h.Run({{0, "a", 0, "m", 100, 0, 200}, {0, "b", 0, "n", 100, 0, 200}, {0, "x", 0, "o", 100, 0, 200}});
   const auto& sw = h.switches();
@@ -170,15 +179,9 @@ TEST(ColdInstanceTest, ThreeModelsInRoomForTwoOpenAtEveryOtherSwitch) {
 // models than the paper's round and x0 still finishes.
 TEST(ColdInstanceTest, AForcedOpenWaitsUntilItsCallsHaveWaitedForIt) {
   const auto run = [](bool defer) {
-    InstanceConfig c = Cold({"m", "n", "o"});
-    c.ttft_target_s = 1.0;
-    c.tpot_target_s = 0.1;
-    c.min_prefill_budget_s = 0;
-    c.resident = {"m", "n"};
-    c.max_resident = 2;
+    InstanceConfig c = ThreeModelsInRoomForTwo();
     c.defer_forced_opens = defer;
-    auto h = std::make_unique<Harness>(c, std::vector<ModelProfile>{testing::TinyProfile("m"), testing::TinyProfile("n"),
-                                                                    testing::TinyProfile("o")});
+    auto h = std::make_unique<Harness>(c, ThreeTinyProfiles());
     h->Warmup("m");
     h->Run({{0, "a", 0, "m", 100, 0, 400}, {0, "b", 0, "n", 100, 0, 400}, {0, "x", 0, "o", 100, 0, 50}});
     return h;
@@ -215,14 +218,9 @@ TEST(ColdInstanceTest, AForcedOpenWaitsUntilItsCallsHaveWaitedForIt) {
 // o's open closes n and o gets its slot right after m's, as in the paper's
 // round.
 TEST(ColdInstanceTest, AnOpenThatClosesAnIdleModelIsNotDeferred) {
-  InstanceConfig c = Cold({"m", "n", "o"});
-  c.ttft_target_s = 1.0;
-  c.tpot_target_s = 0.1;
-  c.min_prefill_budget_s = 0;
-  c.resident = {"m", "n"};
-  c.max_resident = 2;
+  InstanceConfig c = ThreeModelsInRoomForTwo();
   ASSERT_TRUE(c.defer_forced_opens);  // the default
-  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")});
+  Harness h(c, ThreeTinyProfiles());
   h.Warmup("m");
   h.Run({{0, "a", 0, "m", 100, 0, 400}, {0, "x", 0, "o", 100, 0, 50}});
   ASSERT_FALSE(h.switches().empty());
