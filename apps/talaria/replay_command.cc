@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -77,15 +76,14 @@ bool PrefixedLoad(const std::string& load, std::string_view prefix, double& v) {
 }
 bool UtilisationLoad(const std::string& load, double& u) { return PrefixedLoad(load, "util", u); }
 
-// Offered load: session arrivals relative to the trace's recorded starts;
-// a utilisation load's scale comes from its pilots (`pilot`).
-double LoadScale(const std::string& load, const std::function<double(double)>& pilot = {}) {
-  if (load == "low") return 2.0;      // half the arrival rate
-  if (load == "medium") return 1.0;   // as recorded
-  if (load == "high") return 0.25;    // four times the arrival rate
-  double v = 0;
-  if (PrefixedLoad(load, "scale", v)) return v;  // start offsets times v: arrivals at 1/v the rate
-  if (UtilisationLoad(load, v)) return pilot ? pilot(v) : 1.0;
+// Offered load: session arrivals relative to the trace's recorded starts.
+// False for a utilisation load (`u` set), whose scale its pilots measure.
+bool LoadScale(const std::string& load, double& scale, double& u) {
+  if (load == "low") return scale = 2.0, true;      // half the arrival rate
+  if (load == "medium") return scale = 1.0, true;   // as recorded
+  if (load == "high") return scale = 0.25, true;    // four times the arrival rate
+  if (PrefixedLoad(load, "scale", scale)) return true;  // start offsets times S: arrivals at 1/S the rate
+  if (UtilisationLoad(load, u)) return false;
   throw InputError("--load", "unknown load '" + load + "' (choose low, medium, high, util:U, scale:S or all)");
 }
 
@@ -226,19 +224,29 @@ void RunReplayCommand(const ReplayArgs& a) {
     }
   }
   const auto loads = SplitList(a.loads == "all" ? "low,medium,high" : a.loads);
-  // A utilisation load's scale is measured before anything runs, on the
-  // config file's own settings, so every configuration and hold compared at
-  // util:U sees the same arrivals (sim/offered_load.h).
+  // Every load's scale, before anything runs. A utilisation load's is
+  // measured on the config file's own settings, so every configuration and
+  // hold compared at util:U sees the same arrivals (sim/offered_load.h).
   std::map<std::string, double> scales;
+  std::vector<std::string> util_loads;
+  std::vector<double> utilisations;
   for (const auto& l : loads) {
-    scales[l] = LoadScale(l, [&](double u) {
-      const UtilisationScale us = ScaleForUtilisation(as_configured, profiles, trace, a.gap_cap_s, u);
-      if (!a.quiet) {
-        std::fprintf(stderr, "talaria replay: %s: start scale %.4g (utilisation %.3f after %d pilot replays)\n",
-                     l.c_str(), us.start_scale, us.realised, us.pilots);
-      }
-      return us.start_scale;
-    });
+    double scale = 1, u = 0;
+    if (LoadScale(l, scale, u)) {
+      scales[l] = scale;
+    } else if (!scales.contains(l)) {
+      scales[l] = 1;  // set below
+      util_loads.push_back(l);
+      utilisations.push_back(u);
+    }
+  }
+  const auto measured = ScalesForUtilisations(as_configured, profiles, trace, a.gap_cap_s, utilisations);
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    scales[util_loads[i]] = measured[i].start_scale;
+    if (!a.quiet) {
+      std::fprintf(stderr, "talaria replay: %s: start scale %.4g (utilisation %.3f after %d pilot replays)\n",
+                   util_loads[i].c_str(), measured[i].start_scale, measured[i].realised, measured[i].pilots);
+    }
   }
   std::vector<double> taus;
   if (a.lease_sweep.empty()) {

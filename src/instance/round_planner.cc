@@ -22,15 +22,19 @@ std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
 }
 
 std::int32_t Instance::NextSlotModel(TimePoint now) const {
-  const std::int32_t first = NextModelWithWork(active_);
-  if (!config_.defer_forced_opens || first < 0) return first;
+  if (!config_.defer_forced_opens) return NextModelWithWork(active_);
+  // NextModelWithWork's order, passing over deferred opens.
   const auto n = static_cast<std::int32_t>(models_.size());
-  for (std::int32_t k = 0; k < n; ++k) {
-    const std::int32_t i = ((active_ < 0 ? -1 : active_) + 1 + k) % n;
+  std::int32_t first = -1;
+  for (std::int32_t k = 1; k <= n; ++k) {
+    const std::int32_t i = ((active_ < 0 ? -1 : active_) + k + n) % n;
     const Model& m = *models_[static_cast<std::size_t>(i)];
-    if (HasWork(m) && DeferredForSeconds(m, now, 0) <= 0) return i;
+    if (!HasWork(m)) continue;
+    if (DeferredForSeconds(m, now, 0) <= 0) return i;
+    if (first < 0) first = i;
   }
-  return first;  // not reached: a forced reopen means an open model has work
+  return first;  // -1 when none has work; a deferred one only if none other has (not reached: a
+                 // forced reopen means an open model has work)
 }
 
 double Instance::DeferredForSeconds(const Model& m, TimePoint now, std::int32_t extra) const {

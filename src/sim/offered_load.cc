@@ -36,53 +36,63 @@ double StartScaleForUtilisation(double work_s, double window_s, std::int32_t ins
   return work_s / (static_cast<double>(instances) * window_s * utilisation);
 }
 
-UtilisationScale ScaleForUtilisation(const ClusterConfig& cluster, const ProfileSet& profiles, const Trace& trace,
-                                     double gap_cap_s, double utilisation) {
+std::vector<UtilisationScale> ScalesForUtilisations(const ClusterConfig& cluster, const ProfileSet& profiles,
+                                                   const Trace& trace, double gap_cap_s,
+                                                   const std::vector<double>& utilisations) {
   const double window_s = ArrivalWindowSeconds(trace);
   const auto instances = static_cast<std::int32_t>(cluster.instances.size());
-  StartScaleForUtilisation(1, window_s, instances, utilisation);  // the arguments' checks, before any pilot
+  for (double u : utilisations) StartScaleForUtilisation(1, window_s, instances, u);  // the checks, before any pilot
   ClusterConfig talaria = cluster;
   Ablation all_on;
   AblationByName("talaria", all_on);
   for (auto& ic : talaria.instances) ic.ablation = all_on;
-  // Root of r(x) = log(realised / U) in x = log(scale): realised
-  // utilisation falls as the scale grows, so r is decreasing. The first
-  // pilot at the recorded rate (x = 0) gives the plain update x + r; once
-  // two pilots straddle the root, false position (Illinois) keeps the
-  // bracket. The work moves with the load (overload preempts and
-  // recomputes, light load batches less), so a single update overshoots.
-  constexpr std::int32_t kMaxPilots = 16;
-  constexpr double kSettled = 0.01;  // |realised / U - 1|, about
   ReplayOptions o;
   o.gap_cap_s = gap_cap_s;
-  UtilisationScale out;
-  const auto residual = [&](double x) {
+  const auto work_at = [&](double x) {
     o.start_scale = std::exp(x);
-    const double work = RunReplay("talaria", talaria, profiles, trace, o).active_s;
-    ++out.pilots;
-    return std::log(StartScaleForUtilisation(work, window_s, instances, utilisation)) - x;  // log(realised/U)
+    return RunReplay("talaria", talaria, profiles, trace, o).active_s;
   };
-  double x = 0, r = residual(x);
-  double best_x = x, best_r = r;              // the pilot nearest U: busy time is not smooth in the scale
-  double lo = 0, r_lo = 0, hi = 0, r_hi = 0;  // r_lo > 0 > r_hi once bracketed
-  bool have_lo = false, have_hi = false;
-  int side = 0;  // Illinois: which end stayed twice
-  while (std::abs(r) > kSettled && out.pilots < kMaxPilots) {
-    if (r > 0) {
-      lo = x, r_lo = r, have_lo = true;
-      if (side == 1) r_hi /= 2;
-      side = 1;
-    } else {
-      hi = x, r_hi = r, have_hi = true;
-      if (side == -1) r_lo /= 2;
-      side = -1;
+  // Every search starts with the pilot at the recorded rate (x = 0): run once.
+  const double recorded_work_s = utilisations.empty() ? 0 : work_at(0);
+  std::vector<UtilisationScale> out;
+  out.reserve(utilisations.size());
+  for (double u : utilisations) {
+    // Root of r(x) = log(realised / U) in x = log(scale): realised
+    // utilisation falls as the scale grows, so r is decreasing. The pilot
+    // at the recorded rate gives the plain update x + r; once two pilots
+    // straddle the root, false position (Illinois) keeps the bracket. The
+    // work moves with the load (overload preempts and recomputes, light
+    // load batches less), so a single update overshoots.
+    constexpr std::int32_t kMaxPilots = 16;
+    constexpr double kSettled = 0.01;  // |realised / U - 1|, about
+    UtilisationScale scale;
+    const auto residual = [&](double x, double work_s) {
+      ++scale.pilots;
+      return std::log(StartScaleForUtilisation(work_s, window_s, instances, u)) - x;  // log(realised/U)
+    };
+    double x = 0, r = residual(x, recorded_work_s);
+    double best_x = x, best_r = r;              // the pilot nearest U: busy time is not smooth in the scale
+    double lo = 0, r_lo = 0, hi = 0, r_hi = 0;  // r_lo > 0 > r_hi once bracketed
+    bool have_lo = false, have_hi = false;
+    int side = 0;  // Illinois: which end stayed twice
+    while (std::abs(r) > kSettled && scale.pilots < kMaxPilots) {
+      if (r > 0) {
+        lo = x, r_lo = r, have_lo = true;
+        if (side == 1) r_hi /= 2;
+        side = 1;
+      } else {
+        hi = x, r_hi = r, have_hi = true;
+        if (side == -1) r_lo /= 2;
+        side = -1;
+      }
+      x = have_lo && have_hi ? lo + (hi - lo) * r_lo / (r_lo - r_hi) : x + r;
+      r = residual(x, work_at(x));
+      if (std::abs(r) < std::abs(best_r)) best_x = x, best_r = r;
     }
-    x = have_lo && have_hi ? lo + (hi - lo) * r_lo / (r_lo - r_hi) : x + r;
-    r = residual(x);
-    if (std::abs(r) < std::abs(best_r)) best_x = x, best_r = r;
+    scale.start_scale = std::exp(best_x);
+    scale.realised = std::exp(best_r) * u;
+    out.push_back(scale);
   }
-  out.start_scale = std::exp(best_x);
-  out.realised = std::exp(best_r) * utilisation;
   return out;
 }
 

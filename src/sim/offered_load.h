@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "config/cluster_config.h"
 #include "profile/profile.h"
@@ -41,14 +42,17 @@ double StartScaleForUtilisation(double work_s, double window_s, std::int32_t ins
 
 struct UtilisationScale {
   double start_scale = 1;
-  double realised = 0;  // the last pilot's utilisation, at start_scale
-  std::int32_t pilots = 0;
+  double realised = 0;  // the utilisation of the pilot at start_scale (the nearest U)
+  std::int32_t pilots = 0;  // its search's pilots, the shared one at the recorded rate included
 };
 
-// The pilots: replays of `trace` on `cluster` in Talaria's configuration
-// (every other setting as the cluster config has it), at most 16, the
-// first at the recorded rate. Throws as StartScaleForUtilisation.
-UtilisationScale ScaleForUtilisation(const ClusterConfig& cluster, const ProfileSet& profiles, const Trace& trace,
-                                     double gap_cap_s, double utilisation);
+// One scale per utilisation, in order. The pilots: replays of `trace` on
+// `cluster` in Talaria's configuration (every other setting as the cluster
+// config has it), at most 16 per search, the first at the recorded rate,
+// which every search shares. Throws as StartScaleForUtilisation, before
+// any pilot.
+std::vector<UtilisationScale> ScalesForUtilisations(const ClusterConfig& cluster, const ProfileSet& profiles,
+                                                   const Trace& trace, double gap_cap_s,
+                                                   const std::vector<double>& utilisations);
 
 }  // namespace talaria

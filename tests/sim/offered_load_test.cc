@@ -75,8 +75,10 @@ TEST(OfferedLoadTest, ThePilotsFindTheScaleWhoseReplayRealisesTheUtilisation) {
   const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
   const double window_s = ArrivalWindowSeconds(trace);
   ASSERT_GT(window_s, 0);
-  const UtilisationScale half = ScaleForUtilisation(c, profiles, trace, 300, 0.5);
-  const UtilisationScale most = ScaleForUtilisation(c, profiles, trace, 300, 0.8);
+  const std::vector<UtilisationScale> scales = ScalesForUtilisations(c, profiles, trace, 300, {0.5, 0.8});
+  ASSERT_EQ(scales.size(), 2u);
+  const UtilisationScale& half = scales[0];
+  const UtilisationScale& most = scales[1];
   EXPECT_GT(half.start_scale, most.start_scale);
   for (const auto& [u, s] : {std::pair{0.5, half}, std::pair{0.8, most}}) {
     SCOPED_TRACE(u);
