@@ -95,13 +95,18 @@ struct InstanceConfig {
   // Bounded by the slot budget; 0 disables.
   double slot_hold_s = 1.0;
   // kAdaptive: each time the slot runs dry, the hold h maximises
-  //   W * sum_s P_s(returns within h | not yet) - h * N
+  //   W * sum_s P_s(returns within min(h, H - D) | not yet) - h * N
   // over the sessions s that finished on the active model within the round
   // bound (P from each session's learned return model, core/return_model.h),
   // where W is what a return that misses the slot waits for the model's next
-  // one (the other models' Eq.3 slot terms and the switch back) and N the
-  // calls of other models the hold keeps waiting: no hold when no h gains.
-  // slot_hold_s is then unused; the slot budget still bounds every hold.
+  // one (the other models' Eq.3 slot terms and the switch back; 0 when no
+  // other model has work), N the calls the hold keeps waiting (other models'
+  // and the active model's queued first calls, which enter only at a slot's
+  // start), H what is left of the slot and D how long a caught return
+  // decodes (the model's recent mean output): a return caught later would
+  // be swapped out at the slot's end and wait for the next one all the same.
+  // No hold when no h gains. slot_hold_s is then unused; the slot budget
+  // still bounds every hold.
   HoldPolicy hold = HoldPolicy::kFixed;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 

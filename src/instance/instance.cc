@@ -288,6 +288,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   s.finished = true;
   s.hint_tool_s = r.call.expected_tool_s;
   s.hint_end = r.call.session_end;
+  m.ObserveFinish(r.call.prompt_tokens, r.call.output_tokens);
   if (!s.hint_end) {  // the return model answers for calls that did not say they were the last
     m.returns.ObserveCompletion();
     if (s.hint_tool_s >= 0) m.returns.ObserveHintedCompletion();

@@ -81,6 +81,19 @@ struct Instance::Model {
   TimePoint left_at;  // its latest switch out: its swapped-out calls wait since
   // When this model's sessions come back after a call (adaptive holds).
   ReturnModel returns;
+  // Its finished calls' mean output and context tokens lately (adaptive
+  // holds: how long a caught return decodes): running means over the first
+  // kFinishWindow finishes, then EWMAs of that weight, so they follow drift.
+  double output_tokens_mean = 0;
+  double context_tokens_mean = 0;
+  std::int64_t finished_calls = 0;
+  static constexpr std::int64_t kFinishWindow = 64;
+  void ObserveFinish(std::int64_t prompt_tokens, std::int64_t output_tokens) {
+    finished_calls = std::min(finished_calls + 1, kFinishWindow);
+    const double a = 1.0 / static_cast<double>(finished_calls);
+    output_tokens_mean += a * (static_cast<double>(output_tokens) - output_tokens_mean);
+    context_tokens_mean += a * (static_cast<double>(prompt_tokens + output_tokens) - context_tokens_mean);
+  }
 };
 
 struct Instance::Request {

@@ -169,12 +169,17 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // switch back. While nothing waits (N = 0) a hold costs nothing: it lasts
   // to the slot's end, and an arrival for another model plans again, with N
   // counting it.
-  std::int64_t waiting = 0;
   const Model& active = *models_[static_cast<std::size_t>(active_)];
-  double missed_wait_s = active.switch_in_estimate_s;
+  // The active model's queued calls wait too: a first call is admitted only
+  // at a slot's start (P), not mid-slot (SP).
+  auto waiting = static_cast<std::int64_t>(active.queue.size());
+  // No other model with work, no switch: a return that misses finds the
+  // model still open, in a fresh slot (W = 0).
+  double missed_wait_s = 0;
   for (std::size_t i = 0; i < models_.size(); ++i) {
     const Model& m = *models_[i];
     if (static_cast<std::int32_t>(i) == active_ || !HasWork(m)) continue;
+    if (missed_wait_s == 0) missed_wait_s = active.switch_in_estimate_s;
     waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
     const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())), 32768);
     missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
@@ -196,6 +201,13 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // Expected returns within h (each conditional on not being back yet), for
   // h on a geometric grid up to the slot's end.
   const double horizon_s = ToSeconds(slot_end - now);
+  // A return caught later than its decode's length before the slot's end is
+  // swapped out at the end and waits for the model's next slot all the same:
+  // only catches up to then save W.
+  const double decode_s =
+      active.output_tokens_mean *
+      active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens_mean)) * active.decode_scale;
+  const double catch_by_s = horizon_s - decode_s;
   constexpr int kGrid = 24;
   constexpr double kMinHoldS = 0.005;
   double best_gain = 0;
@@ -205,7 +217,10 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     const double h = horizon_s <= kMinHoldS ? horizon_s
                                             : kMinHoldS * std::pow(horizon_s / kMinHoldS, static_cast<double>(k + 1) / kGrid);
     double returns = 0;
-    for (const HoldCandidate& g : gone) returns += (g.gaps.Within(g.gone_s + h) - g.back_by_now) / (1 - g.back_by_now);
+    const double caught_by = std::min(h, catch_by_s);
+    if (caught_by > 0) {
+      for (const HoldCandidate& g : gone) returns += (g.gaps.Within(g.gone_s + caught_by) - g.back_by_now) / (1 - g.back_by_now);
+    }
     expected = returns;
     const double gain = returns * missed_wait_s - h * static_cast<double>(waiting);
     if (gain > best_gain) best_gain = gain, best_h = h;

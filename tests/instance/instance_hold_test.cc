@@ -75,6 +75,56 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWaitsOnlyForSessionsLikelyToReturnSoon) {
   EXPECT_GE(h.instance().counters().hold_hits, 1);
 }
 
+// An adaptive hold counts the active model's own queued calls among those
+// it keeps waiting: a first call is admitted only at a slot's start, so a
+// hold for a return that nothing else competes with would keep it queued to
+// the slot's end. Here y's first call comes while b returns every ~0.5 s;
+// it gets a fresh slot at once instead.
+TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheActiveModelsQueuedFirstCalls) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.hold = HoldPolicy::kAdaptive;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  h.Run({{0, "b", 0, "m", 100, 0, 1},
+         {0.5, "b", 1, "m", 150, 101, 1},
+         {1.0, "b", 2, "m", 200, 151, 1},
+         {1.5, "b", 3, "m", 250, 201, 1},
+         {1.55, "y", 0, "m", 100, 0, 1},
+         {2.0, "b", 4, "m", 300, 251, 1}});
+  EXPECT_LT(ToSeconds(h.Finished("y0").first_token), 1.8);  // not held behind b's returns
+}
+
+// A return caught within its decode's length of the slot's end would be
+// swapped out at the end and wait for the model's next slot all the same:
+// the adaptive hold does not wait for it while another model's call waits.
+// b0 says its tool takes 0.3 s; with a 1-token output the hold catches b1,
+// with a 400-token one (4 s of decode, ending ~0.4 s before m's 4.5 s slot
+// does) it does not.
+TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotWaitForAReturnTheSlotCannotFinish) {
+  for (std::int64_t output : {1, 400}) {
+    SCOPED_TRACE(output);
+    InstanceConfig c = Cold({"m", "n"});
+    c.hold = HoldPolicy::kAdaptive;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    Harness::Call b0{0, "b", 0, "m", 100, 0, output};
+    b0.hint_tool_s = 0.3;
+    const double b1_at = output == 1 ? 0.4 : 4.4;
+    h.Run({b0, {0, "x", 0, "n", 100, 0, 1}, {b1_at, "b", 1, "m", 150, 100 + output, output}});
+    ASSERT_FALSE(h.switches().empty());
+    const double b0_done = ToSeconds(h.Finished("b0").finished);
+    ASSERT_LT(b0_done + 0.2, b1_at);
+    const double switched = ToSeconds(h.switches().front().start);
+    if (output == 1) {
+      EXPECT_GT(switched, b1_at);
+      EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+    } else {
+      EXPECT_LT(switched, b0_done + 0.05);  // x goes at once
+      EXPECT_NE(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+    }
+  }
+}
+
 // Agent hints (issue 18): a session that says its tool takes 0.3 s keeps
 // the slot for its return while another model's call waits (it enters by
 // SP); one that says 30 s, or that it is done, does not, and the waiting
