@@ -204,9 +204,9 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // A return caught later than its decode's length before the slot's end is
   // swapped out at the end and waits for the model's next slot all the same:
   // only catches up to then save W.
-  const double decode_s =
-      active.output_tokens_mean *
-      active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens_mean)) * active.decode_scale;
+  const double decode_s = active.output_tokens_mean *
+                          active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens_mean)) *
+                          active.decode_scale;
   const double catch_by_s = horizon_s - decode_s;
   constexpr int kGrid = 24;
   constexpr double kMinHoldS = 0.005;
@@ -219,7 +219,8 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     double returns = 0;
     const double caught_by = std::min(h, catch_by_s);
     if (caught_by > 0) {
-      for (const HoldCandidate& g : gone) returns += (g.gaps.Within(g.gone_s + caught_by) - g.back_by_now) / (1 - g.back_by_now);
+      for (const HoldCandidate& g : gone)
+        returns += (g.gaps.Within(g.gone_s + caught_by) - g.back_by_now) / (1 - g.back_by_now);
     }
     expected = returns;
     const double gain = returns * missed_wait_s - h * static_cast<double>(waiting);

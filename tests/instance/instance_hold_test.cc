@@ -13,6 +13,17 @@ namespace {
 using testing::Cold;
 using testing::Harness;
 
+// Session b on model m, back every 0.5 s (calls at 0 to 2 s), and `other`
+// in between.
+std::vector<Harness::Call> BackEveryHalfSecondAnd(const Harness::Call& other) {
+  return {{0, "b", 0, "m", 100, 0, 1},
+          {0.5, "b", 1, "m", 150, 101, 1},
+          {1.0, "b", 2, "m", 200, 151, 1},
+          {1.5, "b", 3, "m", 250, 201, 1},
+          other,
+          {2.0, "b", 4, "m", 300, 251, 1}};
+}
+
 // With nothing left to run, the slot stays open up to slot_hold_s after a
 // session finished, so its return enters by SP instead of waiting a round.
 TEST(ColdInstanceTest, HeldSlotCatchesALoneSessionsReturn) {
@@ -65,12 +76,7 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWaitsOnlyForSessionsLikelyToReturnSoon) {
   c.hold = HoldPolicy::kAdaptive;
   Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
   h.Warmup("m");
-  h.Run({{0, "b", 0, "m", 100, 0, 1},
-         {0.5, "b", 1, "m", 150, 101, 1},
-         {1.0, "b", 2, "m", 200, 151, 1},
-         {1.5, "b", 3, "m", 250, 201, 1},
-         {1.5, "x", 0, "n", 100, 0, 1},
-         {2.0, "b", 4, "m", 300, 251, 1}});
+  h.Run(BackEveryHalfSecondAnd({1.5, "x", 0, "n", 100, 0, 1}));
   EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
   EXPECT_GE(h.instance().counters().hold_hits, 1);
 }
@@ -85,12 +91,7 @@ TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheActiveModelsQueuedFirstCalls) {
   c.hold = HoldPolicy::kAdaptive;
   Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
   h.Warmup("m");
-  h.Run({{0, "b", 0, "m", 100, 0, 1},
-         {0.5, "b", 1, "m", 150, 101, 1},
-         {1.0, "b", 2, "m", 200, 151, 1},
-         {1.5, "b", 3, "m", 250, 201, 1},
-         {1.55, "y", 0, "m", 100, 0, 1},
-         {2.0, "b", 4, "m", 300, 251, 1}});
+  h.Run(BackEveryHalfSecondAnd({1.55, "y", 0, "m", 100, 0, 1}));
   EXPECT_LT(ToSeconds(h.Finished("y0").first_token), 1.8);  // not held behind b's returns
 }
 
