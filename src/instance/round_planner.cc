@@ -176,10 +176,12 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // No other model with work, no switch: a return that misses finds the
   // model still open, in a fresh slot (W = 0).
   double missed_wait_s = 0;
+  bool switches_away = false;
   for (std::size_t i = 0; i < models_.size(); ++i) {
     const Model& m = *models_[i];
     if (static_cast<std::int32_t>(i) == active_ || !HasWork(m)) continue;
-    if (missed_wait_s == 0) missed_wait_s = active.switch_in_estimate_s;
+    if (!switches_away) missed_wait_s += active.switch_in_estimate_s;  // the switch back
+    switches_away = true;
     waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
     const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())), 32768);
     missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
