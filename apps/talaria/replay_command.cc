@@ -225,9 +225,9 @@ void RunReplayCommand(const ReplayArgs& a) {
   }
   const auto loads = SplitList(a.loads == "all" ? "low,medium,high" : a.loads);
   // Every load's scale, before anything runs. A utilisation load's is
-  // measured on the config file's own settings, so every configuration,
-  // hold and lease compared at util:U sees the same arrivals
-  // (sim/offered_load.h).
+  // measured on the config file's own settings and the trace without
+  // agent hints, so every configuration, hold, lease and hint mode compared
+  // at util:U sees the same arrivals (sim/offered_load.h).
   std::map<std::string, double> scales;
   std::vector<std::string> util_loads;
   std::vector<double> utilisations;
@@ -241,14 +241,7 @@ void RunReplayCommand(const ReplayArgs& a) {
       utilisations.push_back(u);
     }
   }
-  // The pilots measure the trace's work without agent hints, so every
-  // --hints mode compared at util:U sees the same arrivals too.
-  std::vector<UtilisationScale> measured;
-  if (!utilisations.empty()) {
-    Trace unhinted = trace;
-    ApplyHints(unhinted, HintOptions{}, ReleaseRule{});
-    measured = ScalesForUtilisations(as_configured, profiles, unhinted, a.gap_cap_s, utilisations);
-  }
+  const auto measured = ScalesForUtilisations(as_configured, profiles, trace, a.gap_cap_s, utilisations);
   for (std::size_t i = 0; i < measured.size(); ++i) {
     scales[util_loads[i]] = measured[i].start_scale;
     if (!a.quiet) {

@@ -50,14 +50,18 @@ done
 [[ ${#models[@]} -gt 0 ]] || { echo "run.sh: $dir/trace-gen.args names no --models" >&2; exit 1; }
 toml_models=$(printf '"%s", ' "${models[@]}")
 toml_models="[${toml_models%, }]"
+# Measures every model's profile on this machine into directory $1.
+measure_profiles() {
+  mkdir -p "$1"
+  for m in "${models[@]}"; do
+    "$bin" profile measure --engine cpu --model "$m" --hbm-gib 8 --out "$1/$m.tp1.toml" --quiet > /dev/null
+  done
+}
 measured=""
 if [[ "$profiles" == measure ]]; then
   measured=1
   profiles="$tmp/profiles"
-  mkdir -p "$profiles"
-  for m in "${models[@]}"; do
-    "$bin" profile measure --engine cpu --model "$m" --hbm-gib 8 --out "$profiles/$m.tp1.toml" --quiet > /dev/null
-  done
+  measure_profiles "$profiles"
 fi
 profiles=$(cd "$profiles" && pwd)
 # The instance of configs/cpu-three-models.toml, serving the trace's models.
@@ -90,10 +94,7 @@ if [[ -n "$measured" ]]; then
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   pid=""
-  mkdir -p "$tmp/profiles-after"
-  for m in "${models[@]}"; do
-    "$bin" profile measure --engine cpu --model "$m" --hbm-gib 8 --out "$tmp/profiles-after/$m.tp1.toml" --quiet > /dev/null
-  done
+  measure_profiles "$tmp/profiles-after"
   sed -e "s|^profiles = .*|profiles = \"$tmp/profiles-after\"|" "$tmp/cluster.toml" > "$tmp/cluster-after.toml"
   "$bin" replay --cluster "$tmp/cluster-after.toml" --trace "$tmp/trace.jsonl" --ablations talaria \
       --json "$tmp/sim-after.json" --quiet

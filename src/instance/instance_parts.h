@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/return_model.h"
+#include "core/stats.h"
 #include "instance/instance.h"
 
 namespace talaria {
@@ -90,9 +91,9 @@ struct Instance::Model {
   static constexpr std::int64_t kFinishWindow = 64;
   void ObserveFinish(std::int64_t prompt_tokens, std::int64_t output_tokens) {
     finished_calls = std::min(finished_calls + 1, kFinishWindow);
-    const double a = 1.0 / static_cast<double>(finished_calls);
-    output_tokens_mean += a * (static_cast<double>(output_tokens) - output_tokens_mean);
-    context_tokens_mean += a * (static_cast<double>(prompt_tokens + output_tokens) - context_tokens_mean);
+    const double weight = 1.0 / static_cast<double>(finished_calls);
+    output_tokens_mean = EwmaStep(output_tokens_mean, static_cast<double>(output_tokens), weight);
+    context_tokens_mean = EwmaStep(context_tokens_mean, static_cast<double>(prompt_tokens + output_tokens), weight);
   }
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "driver/agent_hints.h"
 #include "sim/replay.h"
 
 namespace talaria {
@@ -39,9 +40,20 @@ double StartScaleForUtilisation(double work_s, double window_s, std::int32_t ins
 std::vector<UtilisationScale> ScalesForUtilisations(const ClusterConfig& cluster, const ProfileSet& profiles,
                                                    const Trace& trace, double gap_cap_s,
                                                    const std::vector<double>& utilisations) {
+  if (utilisations.empty()) return {};
   const double window_s = ArrivalWindowSeconds(trace);
   const auto instances = static_cast<std::int32_t>(cluster.instances.size());
   for (double u : utilisations) StartScaleForUtilisation(1, window_s, instances, u);  // the checks, before any pilot
+  // Without agent hints, so every hint mode compared at a utilisation sees
+  // the same arrivals (hints steer holds and leases, and so the busy time).
+  const bool hinted = std::any_of(trace.calls.begin(), trace.calls.end(),
+                                  [](const TraceCall& c) { return c.expected_tool_s.has_value() || c.session_end; });
+  Trace unhinted;
+  if (hinted) {
+    unhinted = trace;
+    ApplyHints(unhinted, HintOptions{}, ReleaseRule{});
+  }
+  const Trace& pilot_trace = hinted ? unhinted : trace;
   ClusterConfig talaria = cluster;
   Ablation all_on;
   AblationByName("talaria", all_on);
@@ -50,10 +62,10 @@ std::vector<UtilisationScale> ScalesForUtilisations(const ClusterConfig& cluster
   o.gap_cap_s = gap_cap_s;
   const auto work_at = [&](double x) {
     o.start_scale = std::exp(x);
-    return RunReplay("talaria", talaria, profiles, trace, o).active_s;
+    return RunReplay("talaria", talaria, profiles, pilot_trace, o).active_s;
   };
   // Every search starts with the pilot at the recorded rate (x = 0): run once.
-  const double recorded_work_s = utilisations.empty() ? 0 : work_at(0);
+  const double recorded_work_s = work_at(0);
   std::vector<UtilisationScale> out;
   out.reserve(utilisations.size());
   for (double u : utilisations) {

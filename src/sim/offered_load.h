@@ -46,10 +46,10 @@ struct UtilisationScale {
   std::int32_t pilots = 0;  // its search's pilots, the shared one at the recorded rate included
 };
 
-// One scale per utilisation, in order. The pilots: replays of `trace` on
-// `cluster` in Talaria's configuration (every other setting as the cluster
-// config has it), at most 16 per search, the first at the recorded rate,
-// which every search shares. Throws as StartScaleForUtilisation, before
+// One scale per utilisation, in order. The pilots: replays of `trace`
+// without its agent hints on `cluster` in Talaria's configuration (every
+// other setting as the cluster config has it), at most 16 per search, the
+// first at the recorded rate, which every search shares. Throws as StartScaleForUtilisation, before
 // any pilot.
 std::vector<UtilisationScale> ScalesForUtilisations(const ClusterConfig& cluster, const ProfileSet& profiles,
                                                    const Trace& trace, double gap_cap_s,
