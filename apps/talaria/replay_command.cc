@@ -362,8 +362,8 @@ void AddReplayCommand(CLI::App& app) {
       ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
   cmd->add_option("--lease", args->lease,
                   "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "
-                  "adaptive (while the session's learned return rate is at least 1/tau, never past tau; "
-                  "docs/cluster-config.md)")
+                  "adaptive (until 95% of the session's learned returns have come, never past tau, charged by its "
+                  "chance of use; docs/cluster-config.md)")
       ->check(CLI::IsMember({"fixed", "adaptive"}));
   cmd->add_option("--hints", args->hints,
                   "agent hints the calls carry: trace (what the trace's calls say), none, exact (each call's tool "

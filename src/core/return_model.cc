@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <numbers>
+
+#include <boost/math/special_functions/erf.hpp>
 
 namespace talaria {
 namespace {
@@ -56,22 +56,9 @@ double GapDistribution::Within(double t_s) const {
   return rate * 0.5 * std::erfc(-z / std::sqrt(2.0));
 }
 
-double GapDistribution::Hazard(double t_s) const {
-  if (!(t_s > 0)) return 0;
-  const double z = (std::log(t_s) - mean_log) / sigma_log;
-  const double density = rate * std::exp(-0.5 * z * z) / (sigma_log * t_s * std::sqrt(2 * std::numbers::pi));
-  const double survival = 1 - rate * 0.5 * std::erfc(-z / std::sqrt(2.0));
-  return survival > 0 ? density / survival : std::numeric_limits<double>::infinity();
-}
-
-double GapDistribution::LastTimeAbove(double min_rate_per_s, double max_s) const {
-  constexpr int kSteps = 24;  // max_s down to max_s / 64, a factor 2^(1/4) apart
-  const double factor = std::exp2(-0.25);
-  double t = max_s;
-  for (int i = 0; i <= kSteps && t > 0; ++i, t *= factor) {
-    if (Hazard(t) >= min_rate_per_s) return t;
-  }
-  return 0;
+double GapDistribution::QuantileGivenReturn(double q) const {
+  const double z = std::sqrt(2.0) * boost::math::erf_inv(2 * std::clamp(q, 1e-9, 1 - 1e-9) - 1);
+  return std::exp(mean_log + sigma_log * z);
 }
 
 GapDistribution ReturnModel::For(const SessionGaps& s) const {

@@ -45,13 +45,9 @@ struct GapDistribution {
   double sigma_log = 1;
   // P(the next call arrives within `t_s` of the last completion).
   double Within(double t_s) const;
-  // The rate at which the next call arrives at `t_s`, given it has not yet
-  // (per second): density over survival, the no-return mass included, so it
-  // falls towards 0 once the returns it expects have mostly come.
-  double Hazard(double t_s) const;
-  // The longest time t <= max_s, on a geometric grid down to max_s / 64, at
-  // which Hazard(t) >= min_rate_per_s; 0 when there is none.
-  double LastTimeAbove(double min_rate_per_s, double max_s) const;
+  // The gap by which a share `q` (in (0, 1)) of the returns that come have
+  // come: the q-quantile of the gap given a return.
+  double QuantileGivenReturn(double q) const;
 };
 
 class ReturnModel {

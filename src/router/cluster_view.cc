@@ -12,10 +12,10 @@ namespace {
 
 // A RankRow's sums, formed in the order the cost pass used to form them.
 double QueueSeconds(const Candidate& c, double lease_unit_s) {
-  return c.queued_work_s + c.overlay_work_s + c.live_leases * lease_unit_s;
+  return c.queued_work_s + c.overlay_work_s + c.lease_units * lease_unit_s;
 }
 double RoundSeconds(const Candidate& c, const InstanceStatus& s, double lease_unit_s) {
-  return c.round_estimate_s + s.overlay_total_s + s.live_leases * lease_unit_s;
+  return c.round_estimate_s + s.overlay_total_s + s.lease_units * lease_unit_s;
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ struct Candidate {
   double forced_reopen_s = 0;  // the snapshot's (ModelTelemetry::forced_reopen_s)
   double overlay_work_s = 0;
   double round_estimate_s = 0;
-  std::int32_t live_leases = 0;  // this model's on this instance: units held in its next slot
+  std::int32_t live_leases = 0;  // this model's on this instance
+  double lease_units = 0;        // the admission units they hold in its next slot
   bool serves = false;
 };
 
@@ -55,8 +56,8 @@ struct RankRow {
   };
   const ModelProfile* profile = nullptr;
   TimePoint snapshot_at;
-  double queue_s = 0;  // queued + overlay + a lease unit per live lease of this model
-  double round_s = 0;  // round estimate + overlay (all models) + a lease unit per live lease here
+  double queue_s = 0;  // queued + overlay + the lease units held for this model
+  double round_s = 0;  // round estimate + overlay (all models) + the lease units held here
   double round_bound_s = std::numeric_limits<double>::infinity();   // Eq.5's bound; inf: none
   double kv_total_bytes = std::numeric_limits<double>::infinity();  // inf: not reported
   double admit_wait_s = 0;   // until the model's next P phase, at the snapshot
@@ -74,7 +75,7 @@ struct RankRow {
 struct InstanceStatus {
   TimePoint snapshot_at;
   double overlay_total_s = 0;
-  std::int32_t live_leases = 0;
+  double lease_units = 0;  // every live lease's here, all models
   bool has_snapshot = false;
   bool healthy = true;
 };
@@ -131,18 +132,26 @@ class ClusterView {
     return status_[static_cast<std::size_t>(i)].has_snapshot &&
            by_model_[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].serves;
   }
-  // Queued work in the snapshot, the overlay's, and a unit per live lease.
+  // Queued work in the snapshot, the overlay's, and the live leases' units.
   double Load(std::int32_t i, double lease_unit_s) const {
     const InstanceStatus& s = status_[static_cast<std::size_t>(i)];
-    return instances_[static_cast<std::size_t>(i)].load_s + s.overlay_total_s + s.live_leases * lease_unit_s;
+    return instances_[static_cast<std::size_t>(i)].load_s + s.overlay_total_s + s.lease_units * lease_unit_s;
   }
 
   // A call of `model` with `work_s` of its own work was forwarded to i.
   void AddForward(std::int32_t i, std::int32_t model, TimePoint now, double work_s);
-  // A lease of `model` at i was installed (+1) or ended (-1).
-  void ChargeLease(std::int32_t i, std::int32_t model, std::int32_t delta) {
-    status_[static_cast<std::size_t>(i)].live_leases += delta;
-    by_model_[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)].live_leases += delta;
+  // `delta` leases of `model` at i, holding `units` admission units
+  // together, were installed (delta > 0) or ended (delta < 0, units < 0).
+  void ChargeLease(std::int32_t i, std::int32_t model, std::int32_t delta, double units) {
+    status_[static_cast<std::size_t>(i)].lease_units += units;
+    Candidate& c = by_model_[static_cast<std::size_t>(model)][static_cast<std::size_t>(i)];
+    c.live_leases += delta;
+    c.lease_units += units;
+    if (c.live_leases == 0) {
+      // Sums of fractional units drift; none left holds none.
+      status_[static_cast<std::size_t>(i)].lease_units -= c.lease_units;
+      c.lease_units = 0;
+    }
     RefreshRows(i);
   }
 

@@ -4,18 +4,19 @@
 
 namespace talaria {
 
-void LeaseBook::Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance,
-                        std::int32_t model, std::int64_t prefix_tokens, TimePoint now, TimePoint expires) {
+void LeaseBook::Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance, std::int32_t model,
+                        std::int64_t prefix_tokens, TimePoint now, TimePoint expires, double units) {
   Drop(entry);
-  entry.lease = Lease{instance, model, prefix_tokens, expires, now, next_id_++};
+  entry.lease = Lease{instance, model, prefix_tokens, expires, now, next_id_++, units};
   owner_.emplace(entry.lease.id, std::string(session_id));
   expiry_.emplace(entry.lease.expires, entry.lease.id);
-  view_.ChargeLease(instance, model, +1);
+  view_.ChargeLease(instance, model, +1, units);
 }
 
 void LeaseBook::Drop(SessionEntry& entry) {
   if (entry.lease.id == 0) return;
-  if (owner_.erase(entry.lease.id) > 0) view_.ChargeLease(entry.lease.instance, entry.lease.model, -1);
+  if (owner_.erase(entry.lease.id) > 0)
+    view_.ChargeLease(entry.lease.instance, entry.lease.model, -1, -entry.lease.units);
   entry.lease = Lease{};
 }
 
@@ -27,7 +28,7 @@ void LeaseBook::ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters&
     if (owner == owner_.end()) continue;  // consumed or discarded already
     SessionEntry* s = sessions.Find(owner->second);
     if (s != nullptr && s->lease.id == id) {
-      view_.ChargeLease(s->lease.instance, s->lease.model, -1);
+      view_.ChargeLease(s->lease.instance, s->lease.model, -1, -s->lease.units);
       s->lease = Lease{};
     }
     owner_.erase(owner);

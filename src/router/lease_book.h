@@ -1,10 +1,11 @@
 // The router's leases (paper §3.3, Algorithm 1 lines 1-9): a session's soft
 // reservation, installed only when one of its calls completes, with
 // t_exp = t_done + tau (or adopted from another gateway replica with the
-// expiry it had there). While live it holds one admission unit in its
-// model's next slot on its instance (ClusterView::ChargeLease). A return
-// consumes it; a lease that expires, or is found unusable, is dropped. A
-// lease is consumed or dropped once.
+// expiry it had there). While live it holds admission in its model's next
+// slot on its instance (ClusterView::ChargeLease): one unit, or an adaptive
+// lease's chance of being used. A return consumes it; a lease that
+// expires, or is found unusable, is dropped. A lease is consumed or
+// dropped once.
 //
 // Policy code: takes `now`, no clock, no I/O. Not synchronized.
 #pragma once
@@ -32,9 +33,9 @@ class LeaseBook {
   explicit LeaseBook(ClusterView& view) : view_(view) {}
 
   // Installs `entry`'s successor lease (replacing a live one), live until
-  // `expires`.
+  // `expires`, holding `units` admission units (Lease::units).
   void Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance, std::int32_t model,
-               std::int64_t prefix_tokens, TimePoint now, TimePoint expires);
+               std::int64_t prefix_tokens, TimePoint now, TimePoint expires, double units = 1);
   // Ends `entry`'s lease, if any (consumed, discarded, or its session
   // dropped from the table).
   void Drop(SessionEntry& entry);

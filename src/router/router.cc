@@ -115,9 +115,13 @@ double Router::LeaseSeconds(double expected_tool_s) const {
   return std::clamp(2 * expected_tool_s, kMinHintedLease * tau, tau);
 }
 
-double Router::AdaptiveLeaseSeconds(const GapDistribution& gaps) const {
+Router::AdaptiveLease Router::AdaptiveLeaseFor(const GapDistribution& gaps) const {
   const double tau = options_.lease_tau_s;
-  return tau > 0 ? gaps.LastTimeAbove(1 / tau, tau) : 0;
+  if (tau <= 0) return {};
+  const double lease_s = std::min(tau, gaps.QuantileGivenReturn(kAdaptiveLeaseQuantile));
+  const double use = gaps.Within(lease_s);
+  if (use < kAdaptiveLeaseMinUse) return {};
+  return {lease_s, use};
 }
 
 double Router::OnCompleted(std::string_view session_id, std::string_view model, std::int32_t instance,
@@ -141,13 +145,17 @@ double Router::OnCompleted(std::string_view session_id, std::string_view model, 
   e->last_done = now;
   if (!im.policy->InstallsLeases()) return 0;
   double lease_s = 0;
+  double units = 1;
   if (options_.lease == LeasePolicy::kAdaptive) {
     ReturnModel& returns = im.Returns(model_id);
     returns.ObserveCompletion();
     if (expected_tool_s >= 0) returns.ObserveHintedCompletion();
     e->return_pending = true;
     e->pending_hint_s = static_cast<float>(expected_tool_s);
-    lease_s = AdaptiveLeaseSeconds(expected_tool_s >= 0 ? returns.ForHint(expected_tool_s) : returns.For(e->gaps));
+    const AdaptiveLease lease =
+        AdaptiveLeaseFor(expected_tool_s >= 0 ? returns.ForHint(expected_tool_s) : returns.For(e->gaps));
+    lease_s = lease.seconds;
+    units = lease.use;
   } else {
     lease_s = LeaseSeconds(expected_tool_s);
   }
@@ -156,7 +164,7 @@ double Router::OnCompleted(std::string_view session_id, std::string_view model, 
     return 0;
   }
   // The successor lease: installed only here, never by routing.
-  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(lease_s));
+  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(lease_s), units);
   ++counters_.leases_installed;
   return lease_s;
 }
@@ -202,7 +210,7 @@ void Router::SetSharedLeases(std::int32_t instance, std::string_view model_name,
   // The store's count includes this router's own live leases there.
   const std::int32_t own = im.view.Candidates(model)[static_cast<std::size_t>(instance)].live_leases - shared;
   const std::int32_t others = std::max(0, total - own);
-  im.view.ChargeLease(instance, model, others - shared);
+  im.view.ChargeLease(instance, model, others - shared, others - shared);  // a unit each
   shared = others;
 }
 
@@ -212,7 +220,7 @@ std::vector<Router::LeaseView> Router::LiveLeases(TimePoint now) const {
     const SessionEntry* e = impl_->sessions.Find(session);
     if (e == nullptr || e->lease.id == 0 || e->lease.expires <= now) return;
     out.push_back(LeaseView{session, e->lease.instance, impl_->view.ModelName(e->lease.model),
-                            ToSeconds(e->lease.expires - now)});
+                            ToSeconds(e->lease.expires - now), e->lease.units});
   });
   return out;
 }

@@ -48,7 +48,7 @@ bool ParseRouterPolicy(std::string_view name, RouterPolicy& out);
 // How long a successor lease lasts (issue 18).
 enum class LeasePolicy {
   kFixed,     // tau (the paper's), or sized from a tool-time hint
-  kAdaptive,  // while the session's learned return rate stays at least 1/tau
+  kAdaptive,  // as long as the session's learned gaps say, charged by its chance of use
 };
 inline const char* ToString(LeasePolicy p) { return p == LeasePolicy::kFixed ? "fixed" : "adaptive"; }
 
@@ -57,12 +57,12 @@ struct RouterOptions {
   double lease_tau_s = 1.0;            // §3.3: tau = 1 s, near the p90 tool gap
   // kAdaptive: the router learns each session's gaps (completion to next
   // call, core/return_model.h, shrunk to its model's) and after a
-  // completion holds the lease up to the last t <= tau at which the
-  // session's return hazard is at least 1/tau: a lease is kept while a
-  // return is expected at least as often as one per tau seconds, the rate
-  // a fixed lease of tau breaks even at for memoryless returns. Sessions
-  // unlikely to come back soon get short leases or none; never longer than
-  // tau. A tool-time hint goes through the same model (ForHint).
+  // completion leases the slot until the time by which 95% of the returns
+  // that come have come (tau at most: the paper sizes tau near a high
+  // quantile of the tool gaps, §3.3), charging Eq.5 admission only what
+  // the lease is likely to use: P(return within it) units, not one. A
+  // lease less likely than 1 in 4 to be used is not installed. A
+  // tool-time hint goes through the same model (ForHint).
   LeasePolicy lease = LeasePolicy::kFixed;
   // Off (the paper's Algorithm 1): a live lease with its prefix held is
   // honoured. On: not where honouring it would open the lease's model for
@@ -179,9 +179,18 @@ class Router {
   // hostile hint costs nobody more than a plain lease (issue 18).
   static constexpr double kMinHintedLease = 0.1;
   double LeaseSeconds(double expected_tool_s) const;
-  // LeasePolicy::kAdaptive's length for a session whose next gap follows
-  // `gaps` (0: no lease).
-  double AdaptiveLeaseSeconds(const GapDistribution& gaps) const;
+  // LeasePolicy::kAdaptive's lease for a session whose next gap follows
+  // `gaps`: long enough to catch kAdaptiveLeaseQuantile of the returns that
+  // come (never past tau), holding as many admission units as it is likely
+  // to use (the chance the return comes within it), and none at all when
+  // that chance is under kAdaptiveLeaseMinUse.
+  static constexpr double kAdaptiveLeaseQuantile = 0.95;
+  static constexpr double kAdaptiveLeaseMinUse = 0.25;
+  struct AdaptiveLease {
+    double seconds = 0;  // 0: declined
+    double use = 0;      // P(the return comes within it): the units it holds
+  };
+  AdaptiveLease AdaptiveLeaseFor(const GapDistribution& gaps) const;
   // Returns the successor lease's length, seconds (0: none installed).
   // `session_end`: the call said it was its session's last (an agent hint):
   // the session's entry goes as by EndSession, and no lease is installed.
@@ -221,6 +230,7 @@ class Router {
     std::int32_t instance;
     std::string_view model;
     double remaining_s;
+    double units;  // the admission units it holds (Lease::units)
   };
   // Every lease live at `now` (not yet swept ones that expired are left
   // out), in no order. Cost: one table lookup per live lease.

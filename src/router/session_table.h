@@ -43,6 +43,9 @@ struct Lease {
   TimePoint expires;
   TimePoint installed;
   std::uint64_t id = 0;  // 0: no lease
+  // The admission units it holds in its model's next slot while live: 1
+  // (the paper's), or for an adaptive lease the chance it is used.
+  double units = 1;
 };
 
 // Where a session's prefix is held, from the latest snapshots.

@@ -292,7 +292,8 @@ nlohmann::json Gateway::Telemetry() {
   for (const Router::LeaseView& l : control_.router().LiveLeases(now)) {
     leases[std::string(l.session_id)] = {{"instance", links_[static_cast<std::size_t>(l.instance)]->name()},
                                          {"model", l.model},
-                                         {"remaining_s", l.remaining_s}};
+                                         {"remaining_s", l.remaining_s},
+                                         {"units", l.units}};
   }
   return nlohmann::json{{"now_s", ToSeconds(now)}, {"instances", std::move(instances)}, {"leases", std::move(leases)}};
 }

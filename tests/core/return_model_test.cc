@@ -29,21 +29,18 @@ TEST(ReturnModelTest, APopulationOfShortGapsPredictsQuickReturns) {
   EXPECT_LT(m.ProbabilityWithin(0.1), 0.05);
 }
 
-// The hazard (returns per second among sessions not yet back) rises into
-// the bulk of the gaps and falls after it, towards 0 where only sessions
-// that will not come back are left; the last time it is still above a rate
-// sits just past the bulk.
-TEST(ReturnModelTest, TheHazardFallsOnceTheExpectedReturnsHaveCome) {
+// The quantile given a return ignores the sessions that never come back:
+// it is where that share of the returns have come, so Within there is the
+// rate times the share.
+TEST(ReturnModelTest, AQuantileGivenAReturnCountsOnlyTheReturns) {
   const GapDistribution g{0.75, std::log(0.5), 0.3};  // three in four back, around 0.5 s
-  EXPECT_LT(g.Hazard(0.1), 0.1);
-  EXPECT_GT(g.Hazard(0.5), 1);
-  EXPECT_LT(g.Hazard(3), 0.01);
-  const double last = g.LastTimeAbove(1, 5);
-  EXPECT_GT(last, 0.5);
-  EXPECT_LT(last, 1.5);
-  EXPECT_GE(g.Hazard(last), 1);
-  EXPECT_EQ(g.LastTimeAbove(1e6, 5), 0);  // never that likely: no time qualifies
-  EXPECT_EQ((GapDistribution{0, 0, 1}.LastTimeAbove(0.01, 5)), 0);  // nobody comes back
+  EXPECT_NEAR(g.QuantileGivenReturn(0.5), 0.5, 1e-9);
+  const double q95 = g.QuantileGivenReturn(0.95);
+  EXPECT_NEAR(q95, 0.5 * std::exp(0.3 * 1.6448536), 1e-6);
+  EXPECT_NEAR(g.Within(q95), 0.75 * 0.95, 1e-9);
+  EXPECT_LT(g.QuantileGivenReturn(0.05), 0.5);
+  EXPECT_GT(g.QuantileGivenReturn(1.0), q95);  // clamped short of infinity
+  EXPECT_TRUE(std::isfinite(g.QuantileGivenReturn(1.0)));
 }
 
 TEST(ReturnModelTest, TheReturnRateIsTheShareOfCompletionsANextCallFollows) {

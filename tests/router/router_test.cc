@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "instance/test_profiles.h"
+#include "router/cluster_view.h"
 
 namespace talaria {
 namespace {
@@ -546,7 +547,10 @@ TEST_F(RouterTest, ASessionEndHintLeavesNoLeaseAndNoEntry) {
 // Adaptive leases (issue 18): the router learns each session's gaps from
 // completion to its next call. A session that comes back within 0.2 s gets
 // a lease shorter than tau that still covers its return; one that takes
-// 30 s gets none (declined); fixed leases give both tau.
+// 30 s gets none (declined); fixed leases give both tau. A lease holds Eq.5
+// admission by its chance of being used: a fixed one a whole unit, the
+// quick session's about the 7 in 8 completions a return followed, times
+// the 95% of returns the lease waits for.
 TEST_F(RouterTest, AnAdaptiveLeaseFollowsTheSessionsReturns) {
   for (const LeasePolicy policy : {LeasePolicy::kAdaptive, LeasePolicy::kFixed}) {
     SCOPED_TRACE(ToString(policy));
@@ -568,17 +572,42 @@ TEST_F(RouterTest, AnAdaptiveLeaseFollowsTheSessionsReturns) {
     };
     double t = 0;
     const double quick_lease = run("quick", 0, 0.2, t);
+    const auto leases = r->LiveLeases(AtSeconds(t - 0.19));
+    ASSERT_EQ(leases.size(), 1u);
+    const double quick_units = leases[0].units;
     const double slow_lease = run("slow", 1, 30, t);
     if (policy == LeasePolicy::kFixed) {
+      EXPECT_EQ(quick_units, 1);
       EXPECT_EQ(quick_lease, 5);
       EXPECT_EQ(slow_lease, 5);
       continue;
     }
     EXPECT_GT(quick_lease, 0.2);
     EXPECT_LT(quick_lease, 5);
+    EXPECT_GT(quick_units, 0.75);
+    EXPECT_LT(quick_units, 0.85);
     EXPECT_EQ(slow_lease, 0);
     EXPECT_GT(r->counters().leases_declined, 0);
   }
+}
+
+// The view charges fractional lease units to the model's queue and the
+// instance's round and load, and a model with no lease left holds exactly
+// none (sums of fractions do not leave a residue).
+TEST_F(RouterTest, FractionalLeaseUnitsAreChargedAndFullyReleased) {
+  ClusterView view(profiles_, {"i0", "i1"}, {1, 1}, /*lease_unit_s=*/0.5);
+  const std::int32_t m = view.ModelId("m");
+  view.ChargeLease(0, m, +1, 0.3);
+  view.ChargeLease(0, m, +1, 0.1);
+  EXPECT_NEAR(view.Load(0, 0.5), 0.2, 1e-12);
+  EXPECT_NEAR(view.Candidates(m)[0].lease_units, 0.4, 1e-12);
+  EXPECT_EQ(view.Load(1, 0.5), 0);
+  view.ChargeLease(0, m, -1, -0.1);
+  EXPECT_NEAR(view.Load(0, 0.5), 0.15, 1e-12);
+  view.ChargeLease(0, m, -1, -0.3);
+  EXPECT_EQ(view.Candidates(m)[0].lease_units, 0);
+  EXPECT_EQ(view.status(0).lease_units, 0);
+  EXPECT_EQ(view.Load(0, 0.5), 0);
 }
 
 TEST(RouterPolicyTest, NamesRoundTrip) {

@@ -393,6 +393,7 @@ TEST_F(HttpServerTest, TelemetryListsLiveLeasesOnlyToTheirTenant) {
   EXPECT_EQ(mine.begin().value()["model"], "m");
   EXPECT_GT(mine.begin().value()["remaining_s"].get<double>(), 0);
   EXPECT_LE(mine.begin().value()["remaining_s"].get<double>(), 60.0);
+  EXPECT_EQ(mine.begin().value()["units"].get<double>(), 1.0);  // a fixed lease holds a whole unit
   const json all = Call(http::verb::get, "/v1/telemetry", "", {{"Authorization", "Bearer op"}}).Json()["leases"];
   EXPECT_EQ(all.size(), 2u) << all.dump();
 }
