@@ -5,11 +5,16 @@
 namespace talaria {
 
 void LeaseBook::Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance, std::int32_t model,
-                        std::int64_t prefix_tokens, TimePoint now, TimePoint expires, double units) {
+                        std::int64_t prefix_tokens, TimePoint now, TimePoint expires, double units,
+                        const GapDistribution* gaps) {
   Drop(entry);
   entry.lease = Lease{instance, model, prefix_tokens, expires, now, next_id_++, units};
   owner_.emplace(entry.lease.id, std::string(session_id));
   expiry_.emplace(entry.lease.expires, entry.lease.id);
+  if (gaps != nullptr) {
+    entry.lease.gaps = *gaps;
+    recharge_.emplace(now + (expires - now) / kRecharges, entry.lease.id);
+  }
   view_.ChargeLease(instance, model, +1, units);
 }
 
@@ -21,6 +26,23 @@ void LeaseBook::Drop(SessionEntry& entry) {
 }
 
 void LeaseBook::ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters& counters) {
+  // An adaptive lease still unused at `at` is used only if the return comes
+  // in what is left of it: its units fall to that conditional chance.
+  while (!recharge_.empty() && recharge_.top().first <= now) {
+    const auto [at, id] = recharge_.top();
+    recharge_.pop();
+    auto owner = owner_.find(id);
+    if (owner == owner_.end()) continue;  // consumed, discarded or expired
+    SessionEntry* s = sessions.Find(owner->second);
+    if (s == nullptr || s->lease.id != id) continue;
+    Lease& l = s->lease;
+    const double back = l.gaps.Within(ToSeconds(at - l.installed));
+    const double by_end = l.gaps.Within(ToSeconds(l.expires - l.installed));
+    const double units = back < 1 && by_end > back ? (by_end - back) / (1 - back) : 0;
+    view_.ChargeLease(l.instance, l.model, 0, units - l.units);
+    l.units = units;
+    if (++l.recharges < kRecharges - 1) recharge_.emplace(at + (l.expires - l.installed) / kRecharges, id);
+  }
   while (!expiry_.empty() && expiry_.top().first <= now) {
     const std::uint64_t id = expiry_.top().second;
     expiry_.pop();

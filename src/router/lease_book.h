@@ -3,9 +3,9 @@
 // t_exp = t_done + tau (or adopted from another gateway replica with the
 // expiry it had there). While live it holds admission in its model's next
 // slot on its instance (ClusterView::ChargeLease): one unit, or an adaptive
-// lease's chance of being used. A return consumes it; a lease that
-// expires, or is found unusable, is dropped. A lease is consumed or
-// dropped once.
+// lease's chance of being used, lowered as it ages. A return consumes it;
+// a lease that expires, or is found unusable, is dropped. A lease is
+// consumed or dropped once.
 //
 // Policy code: takes `now`, no clock, no I/O. Not synchronized.
 #pragma once
@@ -33,13 +33,18 @@ class LeaseBook {
   explicit LeaseBook(ClusterView& view) : view_(view) {}
 
   // Installs `entry`'s successor lease (replacing a live one), live until
-  // `expires`, holding `units` admission units (Lease::units).
+  // `expires`, holding `units` admission units (Lease::units). With `gaps`
+  // (an adaptive lease's return model), the units fall as the lease ages
+  // unused, at each kRecharges-th of its length, to the chance that the
+  // return still comes within it.
   void Install(std::string_view session_id, SessionEntry& entry, std::int32_t instance, std::int32_t model,
-               std::int64_t prefix_tokens, TimePoint now, TimePoint expires, double units = 1);
+               std::int64_t prefix_tokens, TimePoint now, TimePoint expires, double units = 1,
+               const GapDistribution* gaps = nullptr);
   // Ends `entry`'s lease, if any (consumed, discarded, or its session
   // dropped from the table).
   void Drop(SessionEntry& entry);
-  // Drops the leases that expired by `now`, counting them.
+  // Drops the leases that expired by `now`, counting them, and lowers the
+  // units of adaptive leases that aged unused.
   void ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters& counters);
   // Leases installed and not yet consumed, discarded or swept as expired
   // (expiry is swept at each routing decision).
@@ -56,7 +61,10 @@ class LeaseBook {
   // Soonest expiry on top (adopted leases expire out of install order).
   using Due = std::pair<TimePoint, std::uint64_t>;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> expiry_;
+  // Adaptive leases' next lowering of their units, soonest on top.
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> recharge_;
   std::uint64_t next_id_ = 1;
+  static constexpr int kRecharges = 4;  // units lowered at 1/4, 1/2 and 3/4 of the lease
 };
 
 }  // namespace talaria

@@ -146,14 +146,15 @@ double Router::OnCompleted(std::string_view session_id, std::string_view model, 
   if (!im.policy->InstallsLeases()) return 0;
   double lease_s = 0;
   double units = 1;
+  GapDistribution lease_gaps;
   if (options_.lease == LeasePolicy::kAdaptive) {
     ReturnModel& returns = im.Returns(model_id);
     returns.ObserveCompletion();
     if (expected_tool_s >= 0) returns.ObserveHintedCompletion();
     e->return_pending = true;
     e->pending_hint_s = static_cast<float>(expected_tool_s);
-    const AdaptiveLease lease =
-        AdaptiveLeaseFor(expected_tool_s >= 0 ? returns.ForHint(expected_tool_s) : returns.For(e->gaps));
+    lease_gaps = expected_tool_s >= 0 ? returns.ForHint(expected_tool_s) : returns.For(e->gaps);
+    const AdaptiveLease lease = AdaptiveLeaseFor(lease_gaps);
     lease_s = lease.seconds;
     units = lease.use;
   } else {
@@ -164,7 +165,8 @@ double Router::OnCompleted(std::string_view session_id, std::string_view model, 
     return 0;
   }
   // The successor lease: installed only here, never by routing.
-  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(lease_s), units);
+  im.leases.Install(session_id, *e, instance, model_id, kv_tokens, now, now + FromSeconds(lease_s), units,
+                    options_.lease == LeasePolicy::kAdaptive ? &lease_gaps : nullptr);
   ++counters_.leases_installed;
   return lease_s;
 }

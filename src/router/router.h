@@ -60,9 +60,10 @@ struct RouterOptions {
   // completion leases the slot until the time by which 95% of the returns
   // that come have come (tau at most: the paper sizes tau near a high
   // quantile of the tool gaps, §3.3), charging Eq.5 admission only what
-  // the lease is likely to use: P(return within it) units, not one. A
-  // lease less likely than 1 in 4 to be used is not installed. A
-  // tool-time hint goes through the same model (ForHint).
+  // the lease is likely to use: P(return within it) units, not one,
+  // lowered as it ages unused (LeaseBook). A lease less likely than 1 in 4
+  // to be used is not installed. A tool-time hint goes through the same
+  // model (ForHint).
   LeasePolicy lease = LeasePolicy::kFixed;
   // Off (the paper's Algorithm 1): a live lease with its prefix held is
   // honoured. On: not where honouring it would open the lease's model for

@@ -89,6 +89,16 @@ class RouterTest : public ::testing::Test {
     }
   }
 
+  // A router over two fed instances with `policy` leases of `tau_s`.
+  std::unique_ptr<Router> MakeFed(LeasePolicy policy, double tau_s) {
+    RouterOptions o;
+    o.lease_tau_s = tau_s;
+    o.lease = policy;
+    auto r = Make(o);
+    Feed(*r, 2, 0);
+    return r;
+  }
+
   ProfileSet profiles_;
   std::uint64_t version_ = 0;
 };
@@ -526,11 +536,7 @@ TEST_F(RouterTest, ALeaseIsSizedFromTheToolTimeHint) {
 TEST_F(RouterTest, ASessionEndHintLeavesNoLeaseAndNoEntry) {
   for (const LeasePolicy policy : {LeasePolicy::kAdaptive, LeasePolicy::kFixed}) {
     SCOPED_TRACE(ToString(policy));
-    RouterOptions o;
-    o.lease_tau_s = 2;
-    o.lease = policy;
-    auto r = Make(o);
-    Feed(*r, 2, 0);
+    auto r = MakeFed(policy, /*tau_s=*/2);
     r->Route(Req("done", false), AtSeconds(0.1));
     r->Route(Req("more", false), AtSeconds(0.1));
     EXPECT_EQ(r->OnCompleted("done", "m", 1, 100, 10, AtSeconds(0.2), -1, /*session_end=*/true), 0);
@@ -554,11 +560,7 @@ TEST_F(RouterTest, ASessionEndHintLeavesNoLeaseAndNoEntry) {
 TEST_F(RouterTest, AnAdaptiveLeaseFollowsTheSessionsReturns) {
   for (const LeasePolicy policy : {LeasePolicy::kAdaptive, LeasePolicy::kFixed}) {
     SCOPED_TRACE(ToString(policy));
-    RouterOptions o;
-    o.lease_tau_s = 5;
-    o.lease = policy;
-    auto r = Make(o);
-    Feed(*r, 2, 0);
+    auto r = MakeFed(policy, /*tau_s=*/5);
     // Eight calls each: "quick" comes back 0.2 s after each completion,
     // then "slow" 30 s after each.
     auto run = [&](const char* session, std::int32_t instance, double gap_s, double& t) {
@@ -588,6 +590,40 @@ TEST_F(RouterTest, AnAdaptiveLeaseFollowsTheSessionsReturns) {
     EXPECT_LT(quick_units, 0.85);
     EXPECT_EQ(slow_lease, 0);
     EXPECT_GT(r->counters().leases_declined, 0);
+  }
+}
+
+// An adaptive lease that ages without its return holds less: by half its
+// length, only the chance that the return still comes in the half left.
+// The routing decisions that sweep expiries lower it; a fixed lease keeps
+// its whole unit.
+TEST_F(RouterTest, AnAdaptiveLeaseHoldsLessAsItAgesUnused) {
+  for (const LeasePolicy policy : {LeasePolicy::kAdaptive, LeasePolicy::kFixed}) {
+    SCOPED_TRACE(ToString(policy));
+    auto r = MakeFed(policy, /*tau_s=*/5);
+    // Gaps of 0.3 s and 3 s in turn: a wide spread, so the lease is long
+    // and much of its chance of use lies in its second half.
+    double t = 0;
+    double lease_s = 0;
+    for (int k = 0; k < 9; ++k) {
+      r->Route(Req("s", k > 0), AtSeconds(t));
+      lease_s = r->OnCompleted("s", "m", 0, 100, 10, AtSeconds(t + 1));
+      t += 1 + (k % 2 == 0 ? 0.3 : 3);
+    }
+    const double done = t - 0.3;  // the last completion (k = 8 was followed by 0.3 s)
+    ASSERT_GT(lease_s, 1);
+    const double fresh = r->LiveLeases(AtSeconds(done))[0].units;
+    r->Route(Req("other", false), AtSeconds(done + 0.55 * lease_s));  // sweeps
+    const auto aged = r->LiveLeases(AtSeconds(done + 0.55 * lease_s));
+    ASSERT_EQ(aged.size(), 1u);
+    if (policy == LeasePolicy::kFixed) {
+      EXPECT_EQ(fresh, 1);
+      EXPECT_EQ(aged[0].units, 1);
+      continue;
+    }
+    EXPECT_GT(fresh, 0.25);
+    EXPECT_LT(aged[0].units, 0.8 * fresh);
+    EXPECT_GT(aged[0].units, 0);
   }
 }
 
