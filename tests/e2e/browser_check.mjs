@@ -69,6 +69,8 @@ try {
         models: c.querySelectorAll("table.models tbody tr").length,
       })),
       leases: document.querySelectorAll("#leases tbody tr").length,
+      // Each lease's Eq.5 units (the last column): 1, or an adaptive lease's chance of use.
+      leaseUnits: [...document.querySelectorAll("#leases tbody tr td:last-child")].map((td) => Number(td.textContent)),
       running: Number(document.querySelector('[data-total="running"] .v').textContent) +
                Number(document.querySelector('[data-total="queued"] .v').textContent),
       calls: Chart.getChart("calls-chart").data.labels.length,
@@ -83,6 +85,7 @@ try {
     if (!(facts.calls > 0)) fail("calls-by-model chart: no models");
     if (facts.status.startsWith("error")) fail("status: " + facts.status);
     if (process.env.EXPECT_LEASES && facts.leases === 0) fail("no live leases listed");
+    if (!facts.leaseUnits.every((u) => u >= 0 && u <= 1)) fail("lease units out of [0, 1]: " + facts.leaseUnits);
     await page.screenshot({ path: shot, fullPage: true });
     if (!problems.length) console.log("browser check: ok (dashboard: " + JSON.stringify(facts) + ")");
   }
