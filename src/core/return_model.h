@@ -45,6 +45,12 @@ struct GapDistribution {
   double sigma_log = 1;
   // P(the next call arrives within `t_s` of the last completion).
   double Within(double t_s) const;
+  // The same given it had not arrived by a time at which Within was `back`
+  // (< 1): P(it arrives by `t_s` | not by then); 0 when nothing is left.
+  double WithinGiven(double back, double t_s) const {
+    const double by = Within(t_s);
+    return back < 1 && by > back ? (by - back) / (1 - back) : 0;
+  }
   // The gap by which a share `q` (in (0, 1)) of the returns that come have
   // come: the q-quantile of the gap given a return.
   double QuantileGivenReturn(double q) const;

@@ -222,7 +222,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     const double caught_by = std::min(h, catch_by_s);
     if (caught_by > 0) {
       for (const HoldCandidate& g : gone)
-        returns += (g.gaps.Within(g.gone_s + caught_by) - g.back_by_now) / (1 - g.back_by_now);
+        returns += g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by);
     }
     expected = returns;
     const double gain = returns * missed_wait_s - h * static_cast<double>(waiting);

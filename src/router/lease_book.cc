@@ -36,9 +36,8 @@ void LeaseBook::ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters&
     SessionEntry* s = sessions.Find(owner->second);
     if (s == nullptr || s->lease.id != id) continue;
     Lease& l = s->lease;
-    const double back = l.gaps.Within(ToSeconds(at - l.installed));
-    const double by_end = l.gaps.Within(ToSeconds(l.expires - l.installed));
-    const double units = back < 1 && by_end > back ? (by_end - back) / (1 - back) : 0;
+    const double units =
+        l.gaps.WithinGiven(l.gaps.Within(ToSeconds(at - l.installed)), ToSeconds(l.expires - l.installed));
     view_.ChargeLease(l.instance, l.model, 0, units - l.units);
     l.units = units;
     if (++l.recharges < kRecharges - 1) recharge_.emplace(at + (l.expires - l.installed) / kRecharges, id);
