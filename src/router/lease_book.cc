@@ -11,10 +11,7 @@ void LeaseBook::Install(std::string_view session_id, SessionEntry& entry, std::i
   entry.lease = Lease{instance, model, prefix_tokens, expires, now, next_id_++, units};
   owner_.emplace(entry.lease.id, std::string(session_id));
   expiry_.emplace(entry.lease.expires, entry.lease.id);
-  if (gaps != nullptr) {
-    entry.lease.gaps = *gaps;
-    recharge_.emplace(now + (expires - now) / kRecharges, entry.lease.id);
-  }
+  if (gaps != nullptr) recharge_.push(Recharge{now + (expires - now) / kRecharges, entry.lease.id, *gaps, 1});
   view_.ChargeLease(instance, model, +1, units);
 }
 
@@ -28,19 +25,22 @@ void LeaseBook::Drop(SessionEntry& entry) {
 void LeaseBook::ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters& counters) {
   // An adaptive lease still unused at `at` is used only if the return comes
   // in what is left of it: its units fall to that conditional chance.
-  while (!recharge_.empty() && recharge_.top().first <= now) {
-    const auto [at, id] = recharge_.top();
+  while (!recharge_.empty() && recharge_.top().at <= now) {
+    Recharge r = recharge_.top();
     recharge_.pop();
-    auto owner = owner_.find(id);
+    auto owner = owner_.find(r.id);
     if (owner == owner_.end()) continue;  // consumed, discarded or expired
     SessionEntry* s = sessions.Find(owner->second);
-    if (s == nullptr || s->lease.id != id) continue;
+    if (s == nullptr || s->lease.id != r.id) continue;
     Lease& l = s->lease;
     const double units =
-        l.gaps.WithinGiven(l.gaps.Within(ToSeconds(at - l.installed)), ToSeconds(l.expires - l.installed));
+        r.gaps.WithinGiven(r.gaps.Within(ToSeconds(r.at - l.installed)), ToSeconds(l.expires - l.installed));
     view_.ChargeLease(l.instance, l.model, 0, units - l.units);
     l.units = units;
-    if (++l.recharges < kRecharges - 1) recharge_.emplace(at + (l.expires - l.installed) / kRecharges, id);
+    if (++r.step < kRecharges) {
+      r.at += (l.expires - l.installed) / kRecharges;
+      recharge_.push(r);
+    }
   }
   while (!expiry_.empty() && expiry_.top().first <= now) {
     const std::uint64_t id = expiry_.top().second;

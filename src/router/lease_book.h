@@ -61,8 +61,17 @@ class LeaseBook {
   // Soonest expiry on top (adopted leases expire out of install order).
   using Due = std::pair<TimePoint, std::uint64_t>;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> expiry_;
-  // Adaptive leases' next lowering of their units, soonest on top.
-  std::priority_queue<Due, std::vector<Due>, std::greater<>> recharge_;
+  // Adaptive leases' next lowering of their units, soonest on top. The
+  // return model and step ride here, not in the lease, so a session entry
+  // (read by every decision) stays as small for adaptive leases as fixed.
+  struct Recharge {
+    TimePoint at;
+    std::uint64_t id;
+    GapDistribution gaps;
+    std::int32_t step;  // 1 .. kRecharges - 1
+    bool operator>(const Recharge& o) const { return at > o.at; }
+  };
+  std::priority_queue<Recharge, std::vector<Recharge>, std::greater<>> recharge_;
   std::uint64_t next_id_ = 1;
   static constexpr int kRecharges = 4;  // units lowered at 1/4, 1/2 and 3/4 of the lease
 };

@@ -45,12 +45,8 @@ struct Lease {
   std::uint64_t id = 0;  // 0: no lease
   // The admission units it holds in its model's next slot while live: 1
   // (the paper's), or for an adaptive lease the chance it is used (from
-  // now to its expiry).
+  // now to its expiry; LeaseBook lowers it as the lease ages unused).
   double units = 1;
-  // An adaptive lease's return model (rate 0: none), and how many times its
-  // units were lowered as the lease aged without the return.
-  GapDistribution gaps{};
-  std::int32_t recharges = 0;
 };
 
 // Where a session's prefix is held, from the latest snapshots.
