@@ -13,6 +13,10 @@
 #           match the best fixed tau, come within 5%, and leave fewer
 #           unused leases than tau = 1;
 #   policy: nothing of its own: use --compare;
+# then, for hold, hint and lease, each cell's target tested over the seeds
+# (bench/paired_cells.py: the paired ratio's 95% interval, met / missed /
+# open: more seeds needed; SEEDS="$(seq -s' ' 1 16)" resolves about 1-2%
+# on the TP=4 testbed);
 # and, with --compare DIR_PREFIX, the binary's runs over those under
 # DIR_PREFIX-<seed> (another binary's, run the same way with OUT set):
 # geometric mean and the runs worse / better by more than 5%, per
@@ -153,3 +157,8 @@ elif matrix == "lease":
 print()
 print(f"Per-seed tables: {prefix}-<seed>.md for seeds {' '.join(seeds)}.")
 PY
+# The per-cell targets, paired over the seeds with a 95% interval.
+if [[ -z $compare && $matrix != policy ]]; then
+  echo
+  python3 bench/paired_cells.py "$matrix" "$prefix" $SEEDS
+fi
