@@ -15,8 +15,9 @@
 #   policy: nothing of its own: use --compare;
 # then, for hold, hint and lease, each cell's target tested over the seeds
 # (bench/paired_cells.py: the paired ratio's 95% interval, met / missed /
-# open: more seeds needed; SEEDS="$(seq -s' ' 1 16)" resolves about 1-2%
-# on the TP=4 testbed);
+# open: more seeds needed; with SEEDS="$(seq -s' ' 1 16)" at 600
+# sessions the intervals are about +-1-2% on TP=8 and +-1-4% on TP=4 below
+# util:0.95);
 # and, with --compare DIR_PREFIX, the binary's runs over those under
 # DIR_PREFIX-<seed> (another binary's, run the same way with OUT set):
 # geometric mean and the runs worse / better by more than 5%, per
