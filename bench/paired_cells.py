@@ -77,18 +77,26 @@ def table(header, rows, tested):
     print()
 
 
-def hold(prefix, seeds):
-    configs = ("fixed", "none", "nosp", "adaptive")
+def load_runs(prefix, seeds, configs, skip=""):
+    """{(cell name, load): {config: {seed: run}}} from <prefix>-<seed>/<name>-<config>.json,
+    the names found by the first config's files (those starting with `skip` left out)."""
     data = {}
     for seed in seeds:
-        for path in sorted(glob.glob(f"{prefix}-{seed}/*-fixed.json")):
-            name = os.path.basename(path)[: -len("-fixed.json")]
-            if name.startswith("swe"):
-                continue  # the shipped trace does not change with the seed
-            base = path[: -len("-fixed.json")]
+        for path in sorted(glob.glob(f"{prefix}-{seed}/*-{configs[0]}.json")):
+            base = path[: -len(f"-{configs[0]}.json")]
+            name = os.path.basename(base)
+            if skip and name.startswith(skip):
+                continue
             for c in configs:
                 for r in runs(f"{base}-{c}.json"):
                     data.setdefault((name, r["load"]), {}).setdefault(c, {})[seed] = r
+    return data
+
+
+def hold(prefix, seeds):
+    configs = ("fixed", "none", "nosp", "adaptive")
+    # swe-fixed-30: the shipped trace does not change with the seed.
+    data = load_runs(prefix, seeds, configs, skip="swe")
     rows = []
     for (name, load), by in sorted(data.items()):
         row = [name, load]
@@ -103,13 +111,7 @@ def hold(prefix, seeds):
 
 
 def hint(prefix, seeds):
-    data = {}
-    for seed in seeds:
-        for path in sorted(glob.glob(f"{prefix}-{seed}/*-none.json")):
-            base = path[: -len("-none.json")]
-            for h in ("none", "exact", "noisy2"):
-                for r in runs(f"{base}-{h}.json"):
-                    data.setdefault((os.path.basename(base), r["load"]), {}).setdefault(h, {})[seed] = r
+    data = load_runs(prefix, seeds, ("none", "exact", "noisy2"))
     rows = []
     for (name, load), by in sorted(data.items()):
         _, (exact, etext), _ = against(by["exact"], {"none": by["none"]}, seeds, "sct_p95_s", 0.0)
