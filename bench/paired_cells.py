@@ -58,7 +58,11 @@ def runs(path):
 
 def against(cand, others, seeds, key, margin):
     """Candidate's runs against the best of `others` (dicts seed -> run) on `key`."""
-    seeds = [s for s in seeds if s in cand and all(s in o for o in others.values())]
+    # Seeds where every run has the measure (a share of 0, say, has no log).
+    seeds = [s for s in seeds
+             if s in cand and cand[s][key] > 0 and all(s in o and o[s][key] > 0 for o in others.values())]
+    if not seeds:
+        return "-", ("open", "no runs with a positive value"), 0
     means = {c: sum(math.log(o[s][key]) for s in seeds) / len(seeds) for c, o in others.items()}
     best = min(means, key=means.get)
     return best, verdict([math.log(cand[s][key] / others[best][s][key]) for s in seeds], margin), len(seeds)
@@ -145,7 +149,8 @@ def lease(prefix, seeds):
     print(f"Adaptive leases (cap 5) per cell over {len(seeds)} seeds (ratio of geometric means [95% interval]; "
           "targets: returning-call TTFT p95 matches or beats the best fixed tau, fewer unused leases than tau = 1):")
     print()
-    table(["family", "load", "returning TTFT p95 / best fixed", "seeds with fewer unused leases than tau 1"], rows, (2,))
+    header = ["family", "load", "returning TTFT p95 / best fixed", "seeds with fewer unused leases than tau 1"]
+    table(header, rows, (2,))
 
 
 if __name__ == "__main__":
