@@ -62,10 +62,10 @@ def against(cand, others, seeds, key, margin):
     seeds = [s for s in seeds
              if s in cand and cand[s][key] > 0 and all(s in o and o[s][key] > 0 for o in others.values())]
     if not seeds:
-        return "-", ("open", "no runs with a positive value"), 0
+        return "-", ("open", "no runs with a positive value")
     means = {c: sum(math.log(o[s][key]) for s in seeds) / len(seeds) for c, o in others.items()}
     best = min(means, key=means.get)
-    return best, verdict([math.log(cand[s][key] / others[best][s][key]) for s in seeds], margin), len(seeds)
+    return best, verdict([math.log(cand[s][key] / others[best][s][key]) for s in seeds], margin)
 
 
 def table(header, rows, tested):
@@ -105,7 +105,7 @@ def hold(prefix, seeds):
     for (name, load), by in sorted(data.items()):
         row = [name, load]
         for key in ("sct_p50_s", "sct_p95_s"):
-            best, (state, text), n = against(by["adaptive"], {c: by[c] for c in configs[:-1]}, seeds, key, 0.01)
+            best, (state, text) = against(by["adaptive"], {c: by[c] for c in configs[:-1]}, seeds, key, 0.01)
             row.append(f"{state} {text} vs {best}")
         rows.append(row)
     print(f"Adaptive hold against the best of fixed / none / no-sp per cell, over {len(seeds)} seeds "
@@ -118,8 +118,8 @@ def hint(prefix, seeds):
     data = load_runs(prefix, seeds, ("none", "exact", "noisy2"))
     rows = []
     for (name, load), by in sorted(data.items()):
-        _, (exact, etext), _ = against(by["exact"], {"none": by["none"]}, seeds, "sct_p95_s", 0.0)
-        _, (noisy, ntext), _ = against(by["noisy2"], {"none": by["none"]}, seeds, "sct_p95_s", 0.02)
+        _, (exact, etext) = against(by["exact"], {"none": by["none"]}, seeds, "sct_p95_s", 0.0)
+        _, (noisy, ntext) = against(by["noisy2"], {"none": by["none"]}, seeds, "sct_p95_s", 0.02)
         rows.append([name, load, f"{exact} {etext}", f"{noisy} {ntext}"])
     print(f"Hints against none per cell, SCT p95, over {len(seeds)} seeds (ratio of geometric means [95% interval]; "
           "targets: exact improves on long-gap-tools, noisy:2 no worse by more than 2%):")
@@ -141,7 +141,7 @@ def lease(prefix, seeds):
     rows = []
     for (family, load), by in sorted(data.items()):
         fixed = {k: v for k, v in by.items() if k != "adaptive"}
-        best, (state, text), _ = against(by["adaptive"], fixed, seeds, "returning_ttft_p95_s", 0.0)
+        best, (state, text) = against(by["adaptive"], fixed, seeds, "returning_ttft_p95_s", 0.0)
         # Shares can be 0 (no lease installed), so unused leases are counted per seed.
         paired = [s for s in seeds if s in by["adaptive"] and s in by["tau 1"]]
         fewer = sum(by["adaptive"][s]["unused_lease_proxy"] < by["tau 1"][s]["unused_lease_proxy"] for s in paired)

@@ -47,10 +47,10 @@ struct GapDistribution {
   double Within(double t_s) const;
   // The same given it had not arrived by a time at which Within was `back`
   // (< 1): P(it arrives by `t_s` | not by then); 0 when nothing is left.
-  double WithinGiven(double back, double t_s) const {
-    const double by = Within(t_s);
-    return back < 1 && by > back ? (by - back) / (1 - back) : 0;
-  }
+  double WithinGiven(double back, double t_s) const { return Given(back, Within(t_s)); }
+  // P(it arrives by a time at which Within is `by` | not by one at which
+  // it was `back`), for a caller that has `by` already.
+  static double Given(double back, double by) { return back < 1 && by > back ? (by - back) / (1 - back) : 0; }
   // The gap by which a share `q` (in (0, 1)) of the returns that come have
   // come: the q-quantile of the gap given a return.
   double QuantileGivenReturn(double q) const;

@@ -11,7 +11,10 @@ void LeaseBook::Install(std::string_view session_id, SessionEntry& entry, std::i
   entry.lease = Lease{instance, model, prefix_tokens, expires, now, next_id_++, units};
   owner_.emplace(entry.lease.id, std::string(session_id));
   expiry_.emplace(entry.lease.expires, entry.lease.id);
-  if (gaps != nullptr) recharge_.push(Recharge{now + (expires - now) / kRecharges, entry.lease.id, *gaps, 1});
+  if (gaps != nullptr) {
+    recharge_.push(
+        Recharge{now + (expires - now) / kRecharges, entry.lease.id, *gaps, gaps->Within(ToSeconds(expires - now)), 1});
+  }
   view_.ChargeLease(instance, model, +1, units);
 }
 
@@ -33,8 +36,7 @@ void LeaseBook::ExpireDue(TimePoint now, SessionTable& sessions, RouterCounters&
     SessionEntry* s = sessions.Find(owner->second);
     if (s == nullptr || s->lease.id != r.id) continue;
     Lease& l = s->lease;
-    const double units =
-        r.gaps.WithinGiven(r.gaps.Within(ToSeconds(r.at - l.installed)), ToSeconds(l.expires - l.installed));
+    const double units = GapDistribution::Given(r.gaps.Within(ToSeconds(r.at - l.installed)), r.by_end);
     view_.ChargeLease(l.instance, l.model, 0, units - l.units);
     l.units = units;
     if (++r.step < kRecharges) {

@@ -68,6 +68,7 @@ class LeaseBook {
     TimePoint at;
     std::uint64_t id;
     GapDistribution gaps;
+    double by_end;      // gaps.Within(the lease's length), evaluated once at install
     std::int32_t step;  // 1 .. kRecharges - 1
     bool operator>(const Recharge& o) const { return at > o.at; }
   };
