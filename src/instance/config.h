@@ -108,6 +108,19 @@ struct InstanceConfig {
   // No hold when no h gains. slot_hold_s is then unused; the slot budget
   // still bounds every hold.
   HoldPolicy hold = HoldPolicy::kFixed;
+  // kAdaptive, true: the hold also pays for what a catch costs the waiting
+  // calls and credits what else it saves, so h maximises
+  //   sum_s integral_0^min(h, H - D) (W - t) dP_s(t | not yet)
+  //     + J (W - t_J) - N (h + P(any return by h) D)
+  // a caught return decodes alone for D, which the N calls wait for too
+  // (the model's next slot would have batched it); a return caught t into
+  // the hold saves W - t, not W; and the J returns expected while a caught
+  // one decodes (each weighed by the chance another session was caught)
+  // enter by SP and save theirs (t_J: midway through that decode). Lower
+  // mean wait on workloads whose returns are slow or whose calls decode
+  // long, at the cost of holding less where returns come back within a
+  // decode (docs/policy-matrix.md, "Per-cell targets over 16 seeds").
+  bool hold_charges_decode = false;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 
   Ablation ablation;

@@ -211,11 +211,14 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
                           active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens_mean)) *
                           active.decode_scale;
   const double catch_by_s = horizon_s - decode_s;
+  const bool charges_decode = config_.hold_charges_decode;
   constexpr int kGrid = 24;
   constexpr double kMinHoldS = 0.005;
   double best_gain = 0;
   double best_h = 0;
   double expected = 0;  // returns expected by the slot's end
+  double saved_s = 0;   // hold_charges_decode: sum over the catches by h of W - (when caught)
+  double prev_h = 0;
   for (int k = 0; k < kGrid; ++k) {
     const double h = horizon_s <= kMinHoldS ? horizon_s
                                             : kMinHoldS * std::pow(horizon_s / kMinHoldS, static_cast<double>(k + 1) / kGrid);
@@ -225,8 +228,33 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
       for (const HoldCandidate& g : gone)
         returns += g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by);
     }
+    double gain = 0;
+    if (!charges_decode) {
+      gain = returns * missed_wait_s - h * static_cast<double>(waiting);
+    } else {
+      // A return caught t into the hold saves W - t (the returns caught
+      // between two grid points, at their midpoint). Once one is caught it
+      // decodes alone for D and the N calls wait for that too; the others
+      // that come back meanwhile enter by SP, each weighed by the chance
+      // that another session (not itself) was caught.
+      saved_s += (returns - expected) * std::max(0.0, missed_wait_s - 0.5 * (prev_h + h));
+      prev_h = h;
+      const double joined_by = std::min(h + decode_s, catch_by_s);
+      double none = 1;  // P(no return by h)
+      for (const HoldCandidate& g : gone) none *= 1 - g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
+      double joining = 0;
+      if (joined_by > std::max(caught_by, 0.0)) {
+        for (const HoldCandidate& g : gone) {
+          const double by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
+          const double others_caught = by_h < 1 ? 1 - none / (1 - by_h) : 0;
+          joining += others_caught * (g.gaps.WithinGiven(g.back_by_now, g.gone_s + joined_by) -
+                                      g.gaps.WithinGiven(g.back_by_now, g.gone_s + std::max(caught_by, 0.0)));
+        }
+      }
+      const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (std::max(caught_by, 0.0) + joined_by));
+      gain = saved_s + joining * join_saves - (h + (1 - none) * decode_s) * static_cast<double>(waiting);
+    }
     expected = returns;
-    const double gain = returns * missed_wait_s - h * static_cast<double>(waiting);
     if (gain > best_gain) best_gain = gain, best_h = h;
   }
   if (waiting == 0) return expected > 0.01 ? slot_end : kNever;  // a return is expected: hold it all

@@ -126,6 +126,41 @@ TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotWaitForAReturnTheSlotCannotFinish) {
   }
 }
 
+// hold_charges_decode: a caught return decodes alone in the held slot, and
+// every waiting call waits for that too (the model's next slot would have
+// batched it). A session that says it is back in 0.3 s keeps the slot while
+// another model's call waits when its calls decode 1 token; when they decode
+// 150 (1.5 s each, longer than that call would wait for the GPU) only the
+// rule that leaves the decode out holds.
+TEST(ColdInstanceTest, AnAdaptiveHoldChargingDecodeWeighsTheCaughtCallsDecode) {
+  for (bool charges : {false, true}) {
+    for (std::int64_t output : {1, 150}) {
+      SCOPED_TRACE(::testing::Message() << "charges_decode " << charges << ", output " << output);
+      InstanceConfig c = Cold({"m", "n"});
+      c.hold = HoldPolicy::kAdaptive;
+      c.hold_charges_decode = charges;
+      Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+      h.Warmup("m");
+      Harness::Call b0{0, "b", 0, "m", 100, 0, output};
+      b0.hint_tool_s = 0.3;
+      std::vector<Harness::Call> calls{b0, {0.01, "x", 0, "n", 100, 0, 1}};
+      const double b0_done = 0.1 + 0.01 * static_cast<double>(output);  // 100 tokens' prefill, then the decode
+      calls.push_back({b0_done + 0.3, "b", 1, "m", 150, 100 + output, output});
+      h.Run(calls);
+      ASSERT_FALSE(h.switches().empty());
+      ASSERT_NEAR(ToSeconds(h.Finished("b0").finished), b0_done, 0.05);
+      const double switched = ToSeconds(h.switches().front().start);
+      if (output == 1 || !charges) {
+        EXPECT_GT(switched, b0_done + 0.3);  // held for b1
+        EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+      } else {
+        EXPECT_LT(switched, b0_done + 0.05);  // x goes at once
+        EXPECT_NE(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+      }
+    }
+  }
+}
+
 // Agent hints (issue 18): a session that says its tool takes 0.3 s keeps
 // the slot for its return while another model's call waits (it enters by
 // SP); one that says 30 s, or that it is done, does not, and the waiting
