@@ -239,19 +239,20 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
       // that another session (not itself) was caught.
       saved_s += (returns - expected) * std::max(0.0, missed_wait_s - 0.5 * (prev_h + h));
       prev_h = h;
+      const double caught_from = std::max(caught_by, 0.0);
       const double joined_by = std::min(h + decode_s, catch_by_s);
       double none = 1;  // P(no return by h)
       for (const HoldCandidate& g : gone) none *= 1 - g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
       double joining = 0;
-      if (joined_by > std::max(caught_by, 0.0)) {
+      if (joined_by > caught_from) {
         for (const HoldCandidate& g : gone) {
           const double by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
           const double others_caught = by_h < 1 ? 1 - none / (1 - by_h) : 0;
           joining += others_caught * (g.gaps.WithinGiven(g.back_by_now, g.gone_s + joined_by) -
-                                      g.gaps.WithinGiven(g.back_by_now, g.gone_s + std::max(caught_by, 0.0)));
+                                      g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_from));
         }
       }
-      const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (std::max(caught_by, 0.0) + joined_by));
+      const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (caught_from + joined_by));
       gain = saved_s + joining * join_saves - (h + (1 - none) * decode_s) * static_cast<double>(waiting);
     }
     expected = returns;
