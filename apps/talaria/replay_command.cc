@@ -365,9 +365,9 @@ void AddReplayCommand(CLI::App& app) {
                   "saving beats the cost; docs/cluster-config.md)")
       ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
   cmd->add_flag("--hold-charges-decode", args->hold_charges_decode,
-               "adaptive holds also charge the waiting calls a caught return's lone decode and credit the "
-               "returns that enter while it decodes; sets every instance's hold_charges_decode "
-               "(docs/cluster-config.md)");
+                "adaptive holds also charge the waiting calls a caught return's lone decode and credit the "
+                "returns that enter while it decodes; sets every instance's hold_charges_decode "
+                "(docs/cluster-config.md)");
   cmd->add_option("--lease", args->lease,
                   "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "
                   "adaptive (until 95% of the session's learned returns have come, never past tau, charged by its "

@@ -183,8 +183,9 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     if (!switches_away) missed_wait_s += active.switch_in_estimate_s;  // the switch back
     switches_away = true;
     waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
-    const double t_d = m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())),
-                                                    static_cast<std::int64_t>(m.context_tokens_mean));
+    const double t_d =
+        m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())),
+                                     static_cast<std::int64_t>(m.context_tokens_mean));
     missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
   }
   // The idle sessions that finished on the active model lately: each one's
