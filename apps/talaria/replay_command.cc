@@ -198,14 +198,12 @@ void RunReplayCommand(const ReplayArgs& a) {
   if (!a.target.empty()) return RunHttpReplay(a);
   ClusterConfig cluster = LoadClusterConfig(a.cluster);
   const ClusterConfig as_configured = cluster;  // a utilisation load's pilot runs on this
-  if (!a.hold.empty()) {
-    for (auto& ic : cluster.instances) {
+  for (auto& ic : cluster.instances) {
+    if (!a.hold.empty()) {
       ic.hold = a.hold == "adaptive" ? HoldPolicy::kAdaptive : HoldPolicy::kFixed;
       if (a.hold == "none") ic.slot_hold_s = 0;
     }
-  }
-  if (a.hold_charges_decode) {
-    for (auto& ic : cluster.instances) ic.hold_charges_decode = true;
+    if (a.hold_charges_decode) ic.hold_charges_decode = true;
   }
   if (!a.lease.empty()) cluster.router.lease = a.lease == "adaptive" ? LeasePolicy::kAdaptive : LeasePolicy::kFixed;
   if (a.lease_replica_check) cluster.router.lease_replica_check = true;

@@ -376,6 +376,10 @@ class Instance {
     GapDistribution gaps;
     double gone_s;
     double back_by_now;
+    // Per hold length h tried: P(back by the catch bound | not yet), and
+    // (hold_charges_decode) P(back by h | not yet).
+    double by_caught = 0;
+    double by_h = 0;
   };
   bool DeviceReusable(const Request& r) const;
   // A hybrid call names a context-end state point a restore could reach.

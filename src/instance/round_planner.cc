@@ -223,11 +223,18 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   for (int k = 0; k < kGrid; ++k) {
     const double h = horizon_s <= kMinHoldS ? horizon_s
                                             : kMinHoldS * std::pow(horizon_s / kMinHoldS, static_cast<double>(k + 1) / kGrid);
-    double returns = 0;
+    // Each candidate's chance of being caught by h (and, charging decode,
+    // of being back by h), once per h: the gain below reads them.
     const double caught_by = std::min(h, catch_by_s);
-    if (caught_by > 0) {
-      for (const HoldCandidate& g : gone)
-        returns += g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by);
+    double returns = 0;
+    double none = 1;  // hold_charges_decode: P(no return by h)
+    for (HoldCandidate& g : gone) {
+      g.by_caught = caught_by > 0 ? g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by) : 0;
+      returns += g.by_caught;
+      if (charges_decode) {
+        g.by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
+        none *= 1 - g.by_h;
+      }
     }
     double gain = 0;
     if (!charges_decode) {
@@ -242,15 +249,11 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
       prev_h = h;
       const double caught_from = std::max(caught_by, 0.0);
       const double joined_by = std::min(h + decode_s, catch_by_s);
-      double none = 1;  // P(no return by h)
-      for (const HoldCandidate& g : gone) none *= 1 - g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
       double joining = 0;
       if (joined_by > caught_from) {
         for (const HoldCandidate& g : gone) {
-          const double by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
-          const double others_caught = by_h < 1 ? 1 - none / (1 - by_h) : 0;
-          joining += others_caught * (g.gaps.WithinGiven(g.back_by_now, g.gone_s + joined_by) -
-                                      g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_from));
+          const double others_caught = g.by_h < 1 ? 1 - none / (1 - g.by_h) : 0;
+          joining += others_caught * (g.gaps.WithinGiven(g.back_by_now, g.gone_s + joined_by) - g.by_caught);
         }
       }
       const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (caught_from + joined_by));
