@@ -127,6 +127,13 @@ def hint(prefix, seeds):
     table(["family / testbed", "load", "exact / none", "noisy:2 / none"], rows, (2, 3))
 
 
+def unused_leases(run):
+    """Leases installed and never consumed, counted: a share reads 100% for a
+    rule that installed one lease and lost it where tau = 1 lost thousands
+    (chat-paced, whose gaps outlast any lease)."""
+    return run["leases_installed"] - run["leases_consumed"]
+
+
 def lease(prefix, seeds):
     data = {}
     for seed in seeds:
@@ -142,12 +149,8 @@ def lease(prefix, seeds):
     for (family, load), by in sorted(data.items()):
         fixed = {k: v for k, v in by.items() if k != "adaptive"}
         best, (state, text) = against(by["adaptive"], fixed, seeds, "returning_ttft_p95_s", 0.0)
-        # Unused leases counted (installed, less consumed), per seed: a share
-        # reads 100% for a rule that installed one lease and lost it where
-        # tau = 1 lost thousands (chat-paced, whose gaps outlast any lease).
         paired = [s for s in seeds if s in by["adaptive"] and s in by["tau 1"]]
-        unused = lambda r: r["leases_installed"] - r["leases_consumed"]
-        fewer = sum(unused(by["adaptive"][s]) < unused(by["tau 1"][s]) for s in paired)
+        fewer = sum(unused_leases(by["adaptive"][s]) < unused_leases(by["tau 1"][s]) for s in paired)
         rows.append([family, load, f"{state} {text} vs {best}", f"{fewer} of {len(paired)}"])
     print(f"Adaptive leases (cap 5) per cell over {len(seeds)} seeds (ratio of geometric means [95% interval]; "
           "targets: returning-call TTFT p95 matches or beats the best fixed tau, fewer unused leases than tau = 1):")
