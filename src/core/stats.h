@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -16,6 +17,17 @@ namespace talaria {
 inline double EwmaStep(double average, double sample, double newest_weight) {
   return (1 - newest_weight) * average + newest_weight * sample;
 }
+
+// A mean that follows drift: the running mean of the first `window`
+// samples, then an EWMA of weight 1 / window.
+struct WindowedMean {
+  double value = 0;
+  std::int64_t samples = 0;
+  void Add(double sample, std::int64_t window) {
+    samples = samples < window ? samples + 1 : window;
+    value = EwmaStep(value, sample, 1.0 / static_cast<double>(samples));
+  }
+};
 
 // 1-based nearest rank of p_q among n observations. REQUIRES: n > 0, 0 <= q <= 100.
 std::size_t NearestRankIndex(std::size_t n, double q);

@@ -95,18 +95,25 @@ struct InstanceConfig {
   // Bounded by the slot budget; 0 disables.
   double slot_hold_s = 1.0;
   // kAdaptive: each time the slot runs dry, the hold h maximises
-  //   W * sum_s P_s(returns within min(h, H - D) | not yet) - h * N
+  //   W * sum_s P_s(returns within min(h, H - D) | not yet) - h * (N + A W)
   // over the sessions s that finished on the active model within the round
   // bound (P from each session's learned return model, core/return_model.h),
   // where W is what a return that misses the slot waits for the model's next
-  // one (the other models' Eq.3 slot terms and the switch back; 0 when no
-  // other model has work), N the calls the hold keeps waiting (other models'
-  // and the active model's queued first calls, which enter only at a slot's
-  // start), H what is left of the slot and D how long a caught return
-  // decodes (the model's recent mean output): a return caught later would
-  // be swapped out at the slot's end and wait for the next one all the same.
-  // No hold when no h gains. slot_hold_s is then unused; the slot budget
-  // still bounds every hold.
+  // one, N the calls the hold keeps waiting (other models' and the active
+  // model's queued first calls, which enter only at a slot's start) and A
+  // the rate at which more such calls arrive lately (the other models'
+  // calls and the active model's first calls on this instance): a hold
+  // delays them too, about A W of them while a missed return waits. W is
+  // the other models' Eq.3 slot terms and the switch back (0 when no other
+  // model has work), scaled by how long the ways back measured against that
+  // estimate (instance/wait_calibration.h; the estimate runs 1.2-3.3x
+  // short: docs/policy-matrix.md "Third stop"). H is what is left of the
+  // slot and D how long a caught return decodes (the model's recent mean
+  // output): a return caught later would be swapped out at the slot's end
+  // and wait for the next one all the same. No hold when no h gains; while
+  // nothing waits (N = 0) the hold lasts to the slot's end if a return is
+  // expected. slot_hold_s is then unused; the slot budget still bounds
+  // every hold.
   HoldPolicy hold = HoldPolicy::kFixed;
   // kAdaptive, true: the hold also pays for what a catch costs the waiting
   // calls and credits what else it saves, so h maximises

@@ -168,7 +168,10 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
   // model's return model. Only adaptive holds read it, so only they pay the
   // session lookup here (the request finds its session later anyway).
   if (config_.hold == HoldPolicy::kAdaptive) {
-    if (Session* s = sessions_.Find(r->call.session_id); s != nullptr && s->finished && !s->busy) {
+    m.arrivals.Observe(now);
+    Session* s = sessions_.Find(r->call.session_id);
+    if (s == nullptr) m.first_calls.Observe(now);
+    if (s != nullptr && s->finished && !s->busy) {
       const double gap_s = ToSeconds(now - s->last_finish);
       m.returns.ObserveReturn(s->gaps, gap_s);
       if (s->hint_tool_s >= 0) m.returns.ObserveHintedReturn(gap_s, s->hint_tool_s);

@@ -35,10 +35,12 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "core/return_model.h"
+#include "core/stats.h"
 #include "core/time.h"
 #include "engine/engine.h"
 #include "instance/config.h"
 #include "instance/session_book.h"
+#include "instance/wait_calibration.h"
 #include "telemetry/telemetry.h"
 #include "memory/block_hashes.h"
 #include "memory/hbm_layout.h"
@@ -253,6 +255,8 @@ class Instance {
   // commit cost no walk over its calls. Off by default.
   void SetSizesOnly(bool sizes_only) { sizes_only_ = sizes_only; }
 
+  // Adaptive holds' W, measured against its estimate (wait_calibration.h).
+  const WaitCalibration& wait_calibration() const { return wait_calibration_; }
   const InstanceCounters& counters() const { return counters_; }
   // The telemetry snapshot the router reads (versioned; one per call).
   // With `delta`, its sessions are only those whose entry changed since the
@@ -370,6 +374,18 @@ class Instance {
   TimePoint HoldUntil(TimePoint now) const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
+  // What an adaptive hold on the active model weighs now: N, the calls it
+  // keeps waiting, W as the queues predict it, and A (config.h).
+  struct HoldStakes {
+    std::int64_t waiting = 0;
+    double missed_wait_s = 0;
+    // The calls a hold also delays, per second lately: the other models'
+    // calls and the active model's first calls (they enter at a slot's start).
+    double arrivals_per_s = 0;
+  };
+  HoldStakes HoldStakesNow() const;
+  // W as adaptive holds measured it against HoldStakesNow's prediction.
+  WaitCalibration wait_calibration_;
   // A session an adaptive hold may wait for: its gap distribution, how long
   // it has been gone and how likely it was to be back by now.
   struct HoldCandidate {

@@ -26,6 +26,24 @@
 
 namespace talaria {
 
+// Calls per second lately, from the mean interval between arrivals over
+// `kWindow` of them (WindowedMean): adaptive holds count the calls that
+// arrive while a hold's missed return waits.
+struct ArrivalRate {
+  static constexpr std::int64_t kWindow = 64;
+  void Observe(TimePoint now) {
+    if (seen_) interval_s_.Add(ToSeconds(now - last_), kWindow);
+    seen_ = true;
+    last_ = now;
+  }
+  double PerSecond() const { return interval_s_.samples > 0 && interval_s_.value > 0 ? 1 / interval_s_.value : 0; }
+
+ private:
+  WindowedMean interval_s_;
+  TimePoint last_;
+  bool seen_ = false;
+};
+
 struct Instance::Model {
   ModelId id = 0;
   std::string name;
@@ -80,20 +98,23 @@ struct Instance::Model {
   double full_open_s = 0;  // from storage, when not resident
   TimePoint last_active;
   TimePoint left_at;  // its latest switch out: its swapped-out calls wait since
+  // Adaptive holds: W as predicted at that switch when it left with work
+  // (< 0: none), measured against its next slot's opening (WaitCalibration).
+  double predicted_wait_s = -1;
+  // Adaptive holds: how fast its calls, and its sessions' first calls on
+  // this instance, arrive lately.
+  ArrivalRate arrivals;
+  ArrivalRate first_calls;
   // When this model's sessions come back after a call (adaptive holds).
   ReturnModel returns;
   // Its finished calls' mean output and context tokens lately (adaptive
-  // holds: how long a caught return decodes): running means over the first
-  // kFinishWindow finishes, then EWMAs of that weight, so they follow drift.
-  double output_tokens_mean = 0;
-  double context_tokens_mean = 0;
-  std::int64_t finished_calls = 0;
+  // holds: how long a caught return decodes), over kFinishWindow finishes.
+  WindowedMean output_tokens;
+  WindowedMean context_tokens;
   static constexpr std::int64_t kFinishWindow = 64;
-  void ObserveFinish(std::int64_t prompt_tokens, std::int64_t output_tokens) {
-    finished_calls = std::min(finished_calls + 1, kFinishWindow);
-    const double weight = 1.0 / static_cast<double>(finished_calls);
-    output_tokens_mean = EwmaStep(output_tokens_mean, static_cast<double>(output_tokens), weight);
-    context_tokens_mean = EwmaStep(context_tokens_mean, static_cast<double>(prompt_tokens + output_tokens), weight);
+  void ObserveFinish(std::int64_t prompt, std::int64_t output) {
+    output_tokens.Add(static_cast<double>(output), kFinishWindow);
+    context_tokens.Add(static_cast<double>(prompt + output), kFinishWindow);
   }
 };
 

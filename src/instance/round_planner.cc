@@ -63,6 +63,8 @@ void Instance::OpenSlot(TimePoint now) {
   slot_open_ = true;
   ++slot_serial_;
   slot_start_ = now;
+  wait_calibration_.Observe(m.predicted_wait_s, ToSeconds(now - m.left_at));  // its way back (adaptive holds)
+  m.predicted_wait_s = -1;
   p_done_ = false;
   decode_iterations_ = 0;
   if (config_.pool == Pool::kHot) {
@@ -160,9 +162,7 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   return kNever;
 }
 
-TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
-  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
-  if (now >= slot_end) return kNever;
+Instance::HoldStakes Instance::HoldStakesNow() const {
   // N: the other models' calls a hold keeps waiting. W: what a return that
   // misses the slot waits for the model's next one: the other models' slots
   // (Eq.3's terms: queued prefill, protected decode, switch in) and the
@@ -172,22 +172,41 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   const Model& active = *models_[static_cast<std::size_t>(active_)];
   // The active model's queued calls wait too: a first call is admitted only
   // at a slot's start (P), not mid-slot (SP).
-  auto waiting = static_cast<std::int64_t>(active.queue.size());
+  HoldStakes stakes;
+  stakes.waiting = static_cast<std::int64_t>(active.queue.size());
+  stakes.arrivals_per_s = active.first_calls.PerSecond();
   // No other model with work, no switch: a return that misses finds the
   // model still open, in a fresh slot (W = 0).
-  double missed_wait_s = 0;
   bool switches_away = false;
   for (std::size_t i = 0; i < models_.size(); ++i) {
     const Model& m = *models_[i];
-    if (static_cast<std::int32_t>(i) == active_ || !HasWork(m)) continue;
-    if (!switches_away) missed_wait_s += active.switch_in_estimate_s;  // the switch back
+    if (static_cast<std::int32_t>(i) == active_) continue;
+    stakes.arrivals_per_s += m.arrivals.PerSecond();
+    if (!HasWork(m)) continue;
+    if (!switches_away) stakes.missed_wait_s += active.switch_in_estimate_s;  // the switch back
     switches_away = true;
-    waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
+    stakes.waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
     const double t_d =
         m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())),
-                                     static_cast<std::int64_t>(m.context_tokens_mean));
-    missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
+                                     static_cast<std::int64_t>(m.context_tokens.value));
+    stakes.missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
   }
+  return stakes;
+}
+
+TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
+  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  if (now >= slot_end) return kNever;
+  const Model& active = *models_[static_cast<std::size_t>(active_)];
+  const HoldStakes stakes = HoldStakesNow();
+  // W as measured: the queues' prediction scaled by how the ways back
+  // compared with it. And the cost side to match: a hold delays not only
+  // the N calls waiting now but every call served after it until the GPU
+  // next idles, at least the other models' calls that arrive while a
+  // missed return waits W.
+  const double missed_wait_s = stakes.missed_wait_s * wait_calibration_.Scale();
+  const double delayed =
+      stakes.waiting > 0 ? static_cast<double>(stakes.waiting) + stakes.arrivals_per_s * missed_wait_s : 0;
   // The idle sessions that finished on the active model lately: each one's
   // gap distribution and how likely it was to be back by now, once.
   std::vector<HoldCandidate>& gone = hold_scratch_;  // reused: a scheduler step allocates nothing
@@ -208,8 +227,8 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // A return caught later than its decode's length before the slot's end is
   // swapped out at the end and waits for the model's next slot all the same:
   // only catches up to then save W.
-  const double decode_s = active.output_tokens_mean *
-                          active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens_mean)) *
+  const double decode_s = active.output_tokens.value *
+                          active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens.value)) *
                           active.decode_scale;
   const double catch_by_s = horizon_s - decode_s;
   const bool charges_decode = config_.hold_charges_decode;
@@ -238,7 +257,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     }
     double gain = 0;
     if (!charges_decode) {
-      gain = returns * missed_wait_s - h * static_cast<double>(waiting);
+      gain = returns * missed_wait_s - h * delayed;
     } else {
       // A return caught t into the hold saves W - t (the returns caught
       // between two grid points, at their midpoint). Once one is caught it
@@ -257,12 +276,12 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
         }
       }
       const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (caught_from + joined_by));
-      gain = saved_s + joining * join_saves - (h + (1 - none) * decode_s) * static_cast<double>(waiting);
+      gain = saved_s + joining * join_saves - (h + (1 - none) * decode_s) * delayed;
     }
     expected = returns;
     if (gain > best_gain) best_gain = gain, best_h = h;
   }
-  if (waiting == 0) return expected > 0.01 ? slot_end : kNever;  // a return is expected: hold it all
+  if (stakes.waiting == 0) return expected > 0.01 ? slot_end : kNever;  // a return is expected: hold it all
   if (best_h <= 0) return kNever;
   return std::min(now + FromSeconds(best_h), slot_end);
 }
@@ -397,6 +416,8 @@ bool Instance::PlanSwitch(TimePoint now, std::int32_t target) {
   if (active_ >= 0) {
     from = Active().profile;
     Active().left_at = now;
+    Active().predicted_wait_s =
+        config_.hold == HoldPolicy::kAdaptive && HasWork(Active()) ? HoldStakesNow().missed_wait_s : -1;
     ReleaseModelKv(Active(), now, drain);
   }
   stager_.Cancel(pool_);

@@ -63,5 +63,21 @@ TEST(SampleDeathTest, PercentileOfEmptySampleIsABug) {
   EXPECT_DEATH(Sample().Percentile(50), "empty sample");
 }
 
+// The first `window` samples average evenly; after that each new one
+// weighs 1 / window, so the mean follows a shift instead of diluting it.
+TEST(WindowedMeanTest, RunningMeanThenEwmaOfTheWindowsWeight) {
+  WindowedMean m;
+  m.Add(2, 4);
+  EXPECT_DOUBLE_EQ(m.value, 2);
+  m.Add(4, 4);
+  m.Add(6, 4);
+  m.Add(8, 4);
+  EXPECT_DOUBLE_EQ(m.value, 5);  // (2 + 4 + 6 + 8) / 4
+  EXPECT_EQ(m.samples, 4);
+  m.Add(13, 4);
+  EXPECT_DOUBLE_EQ(m.value, 7);  // 5 + (13 - 5) / 4, not the running mean 6.6
+  EXPECT_EQ(m.samples, 4);
+}
+
 }  // namespace
 }  // namespace talaria

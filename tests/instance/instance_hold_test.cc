@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "instance/instance_harness.h"
 
 namespace talaria {
@@ -93,6 +96,55 @@ TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheActiveModelsQueuedFirstCalls) {
   h.Warmup("m");
   h.Run(BackEveryHalfSecondAnd({1.55, "y", 0, "m", 100, 0, 1}));
   EXPECT_LT(ToSeconds(h.Finished("y0").first_token), 1.8);  // not held behind b's returns
+}
+
+// A hold delays more than the N calls waiting now: the calls that arrive
+// while a missed return waits its W queue behind them. Here b returns every
+// 0.5 s on m and one call of model n waits when b3 finishes, as in the test
+// above; when n's calls have lately been arriving 20 a second (a burst
+// served before b came), the hold is not worth it and x goes at once.
+TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheCallsArrivingWhileAMissedReturnWaits) {
+  for (bool busy : {false, true}) {
+    SCOPED_TRACE(busy ? "n's calls arriving 20 a second" : "n quiet");
+    InstanceConfig c = Cold({"m", "n"});
+    c.hold = HoldPolicy::kAdaptive;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("n");
+    std::vector<Harness::Call> calls;
+    if (busy) {
+      for (int i = 0; i < 20; ++i) calls.push_back({0.05 * i, "y" + std::to_string(i), 0, "n", 100, 0, 1});
+    }
+    for (const Harness::Call& b : BackEveryHalfSecondAnd({1.5, "x", 0, "n", 100, 0, 1})) {
+      calls.push_back(b);
+      calls.back().at_s += 5;  // after the burst
+    }
+    h.Run(calls);
+    const double b3_done = ToSeconds(h.Finished("b3").finished);
+    const double x_first_token = ToSeconds(h.Finished("x0").first_token);
+    if (busy) {
+      EXPECT_NE(h.Finished("b4").path, AdmitPath::kSessionPrefill);
+      EXPECT_LT(x_first_token, b3_done + 0.3);  // no hold: x's slot at once
+    } else {
+      EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
+      EXPECT_GT(x_first_token, 7.0);  // after the held slot caught b4
+    }
+  }
+}
+
+// The way back is measured: two models whose calls decode for many slots
+// each run their slots to the budget, so a model that switches out with
+// work waits a whole slot of the other's, not the other's queued prefill
+// and protected decode that W's estimate counts. After enough ways back the
+// hold's W is scaled up by the ratio.
+TEST(ColdInstanceTest, AnAdaptiveHoldMeasuresTheWayBack) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.hold = HoldPolicy::kAdaptive;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  h.Run({{0, "a", 0, "m", 100, 0, 4000}, {0, "x", 0, "n", 100, 0, 4000}});
+  ASSERT_GE(h.switches().size(), static_cast<std::size_t>(WaitCalibration::kMinSamples));
+  EXPECT_GE(h.instance().wait_calibration().samples(), WaitCalibration::kMinSamples);
+  EXPECT_GT(h.instance().wait_calibration().Scale(), 1.5);
 }
 
 // A return caught within its decode's length of the slot's end would be
