@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "core/time.h"
+
 namespace talaria {
 
 // One step of an exponentially weighted moving average: the newest sample
@@ -27,6 +29,24 @@ struct WindowedMean {
     samples = samples < window ? samples + 1 : window;
     value = EwmaStep(value, sample, 1.0 / static_cast<double>(samples));
   }
+};
+
+// Events per second lately, from the mean interval between them over
+// `kWindow` of them (WindowedMean); 0 until two have been seen. Adaptive
+// holds count with it the calls that arrive while a missed return waits.
+struct ArrivalRate {
+  static constexpr std::int64_t kWindow = 64;
+  void Observe(TimePoint now) {
+    if (seen_) interval_s_.Add(ToSeconds(now - last_), kWindow);
+    seen_ = true;
+    last_ = now;
+  }
+  double PerSecond() const { return interval_s_.samples > 0 && interval_s_.value > 0 ? 1 / interval_s_.value : 0; }
+
+ private:
+  WindowedMean interval_s_;
+  TimePoint last_;
+  bool seen_ = false;
 };
 
 // 1-based nearest rank of p_q among n observations. REQUIRES: n > 0, 0 <= q <= 100.

@@ -26,24 +26,6 @@
 
 namespace talaria {
 
-// Calls per second lately, from the mean interval between arrivals over
-// `kWindow` of them (WindowedMean): adaptive holds count the calls that
-// arrive while a hold's missed return waits.
-struct ArrivalRate {
-  static constexpr std::int64_t kWindow = 64;
-  void Observe(TimePoint now) {
-    if (seen_) interval_s_.Add(ToSeconds(now - last_), kWindow);
-    seen_ = true;
-    last_ = now;
-  }
-  double PerSecond() const { return interval_s_.samples > 0 && interval_s_.value > 0 ? 1 / interval_s_.value : 0; }
-
- private:
-  WindowedMean interval_s_;
-  TimePoint last_;
-  bool seen_ = false;
-};
-
 struct Instance::Model {
   ModelId id = 0;
   std::string name;

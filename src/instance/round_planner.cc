@@ -201,9 +201,8 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   const HoldStakes stakes = HoldStakesNow();
   // W as measured: the queues' prediction scaled by how the ways back
   // compared with it. And the cost side to match: a hold delays not only
-  // the N calls waiting now but every call served after it until the GPU
-  // next idles, at least the other models' calls that arrive while a
-  // missed return waits W.
+  // the N calls waiting now but the calls that arrive while a missed return
+  // waits W (A W: the other models' calls, the active model's first calls).
   const double missed_wait_s = stakes.missed_wait_s * wait_calibration_.Scale();
   const double delayed =
       stakes.waiting > 0 ? static_cast<double>(stakes.waiting) + stakes.arrivals_per_s * missed_wait_s : 0;

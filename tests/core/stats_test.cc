@@ -79,5 +79,20 @@ TEST(WindowedMeanTest, RunningMeanThenEwmaOfTheWindowsWeight) {
   EXPECT_EQ(m.samples, 4);
 }
 
+// A rate from the mean interval: nothing until two arrivals, then one over
+// the mean gap, following a change in pace within the window.
+TEST(ArrivalRateTest, OneOverTheMeanInterval) {
+  ArrivalRate r;
+  EXPECT_EQ(r.PerSecond(), 0);
+  r.Observe(TimePoint{});
+  EXPECT_EQ(r.PerSecond(), 0);
+  r.Observe(TimePoint{} + FromSeconds(0.5));
+  r.Observe(TimePoint{} + FromSeconds(1.0));
+  EXPECT_NEAR(r.PerSecond(), 2.0, 1e-9);
+  TimePoint t = TimePoint{} + FromSeconds(1.0);
+  for (std::int64_t i = 0; i < 4 * ArrivalRate::kWindow; ++i) r.Observe(t += FromSeconds(0.1));
+  EXPECT_NEAR(r.PerSecond(), 10.0, 0.5);  // the old pace has all but left the window
+}
+
 }  // namespace
 }  // namespace talaria
