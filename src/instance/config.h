@@ -118,9 +118,13 @@ struct InstanceConfig {
   // kAdaptive, true: the hold also pays for what a catch costs the waiting
   // calls and credits what else it saves, so h maximises
   //   sum_s integral_0^min(h, H - D) (W - t) dP_s(t | not yet)
-  //     + J (W - t_J) - N (h + P(any return by h) D)
+  //     + J (W - t_J) - N (h + P(any return by h) C D)
   // a caught return decodes alone for D, which the N calls wait for too
-  // (the model's next slot would have batched it); a return caught t into
+  // when the model's next slot would have batched it: C = 1 - exp(-a W),
+  // the chance that its model's calls (arriving at a per second) give a
+  // missed return company there; alone it would take a slot of its own for
+  // its decode all the same (N here counts the calls arriving within W as
+  // well, as without the charge); a return caught t into
   // the hold saves W - t, not W; and the J returns expected while a caught
   // one decodes (each weighed by the chance another session was caught)
   // enter by SP and save theirs (t_J: midway through that decode). Lower

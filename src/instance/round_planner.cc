@@ -231,6 +231,12 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
                           active.decode_scale;
   const double catch_by_s = horizon_s - decode_s;
   const bool charges_decode = config_.hold_charges_decode;
+  // A return that misses decodes in the model's next slot; with company
+  // (the model's other calls arriving within W) its decode shares their
+  // batch, alone it would take a slot of its own there too. So a caught
+  // return's lone decode costs the waiting calls extra only by the chance
+  // of that company.
+  const double company = charges_decode ? 1 - std::exp(-active.arrivals.PerSecond() * missed_wait_s) : 0;
   constexpr int kGrid = 24;
   constexpr double kMinHoldS = 0.005;
   double best_gain = 0;
@@ -260,7 +266,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     } else {
       // A return caught t into the hold saves W - t (the returns caught
       // between two grid points, at their midpoint). Once one is caught it
-      // decodes alone for D and the N calls wait for that too; the others
+      // decodes alone for D and the N calls wait for that too (by C); the others
       // that come back meanwhile enter by SP, each weighed by the chance
       // that another session (not itself) was caught.
       saved_s += (returns - expected) * std::max(0.0, missed_wait_s - 0.5 * (prev_h + h));
@@ -275,7 +281,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
         }
       }
       const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (caught_from + joined_by));
-      gain = saved_s + joining * join_saves - (h + (1 - none) * decode_s) * delayed;
+      gain = saved_s + joining * join_saves - (h + (1 - none) * company * decode_s) * delayed;
     }
     expected = returns;
     if (gain > best_gain) best_gain = gain, best_h = h;

@@ -179,35 +179,52 @@ TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotWaitForAReturnTheSlotCannotFinish) {
 }
 
 // hold_charges_decode: a caught return decodes alone in the held slot, and
-// every waiting call waits for that too (the model's next slot would have
-// batched it). A session that says it is back in 0.3 s keeps the slot while
+// every waiting call waits for that too, when the model's next slot would
+// have batched it with the model's other calls (company: calls arriving
+// within W). A session that says it is back in 0.3 s keeps the slot while
 // another model's call waits when its calls decode 1 token; when they decode
 // 150 (1.5 s each, longer than that call would wait for the GPU) only the
-// rule that leaves the decode out holds.
+// rule that leaves the decode out holds, or, with no company, the rule that
+// charges it: a return that misses would take a slot of its own for its
+// decode all the same. Company here is session c's calls on m, every 0.2 s,
+// ending 2.4 s before b's (first calls on m stay rare: A W stays small).
 TEST(ColdInstanceTest, AnAdaptiveHoldChargingDecodeWeighsTheCaughtCallsDecode) {
-  for (bool charges : {false, true}) {
-    for (std::int64_t output : {1, 150}) {
-      SCOPED_TRACE(::testing::Message() << "charges_decode " << charges << ", output " << output);
-      InstanceConfig c = Cold({"m", "n"});
-      c.hold = HoldPolicy::kAdaptive;
-      c.hold_charges_decode = charges;
-      Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
-      h.Warmup("m");
-      Harness::Call b0{0, "b", 0, "m", 100, 0, output};
-      b0.hint_tool_s = 0.3;
-      std::vector<Harness::Call> calls{b0, {0.01, "x", 0, "n", 100, 0, 1}};
-      const double b0_done = 0.1 + 0.01 * static_cast<double>(output);  // 100 tokens' prefill, then the decode
-      calls.push_back({b0_done + 0.3, "b", 1, "m", 150, 100 + output, output});
-      h.Run(calls);
-      ASSERT_FALSE(h.switches().empty());
-      ASSERT_NEAR(ToSeconds(h.Finished("b0").finished), b0_done, 0.05);
-      const double switched = ToSeconds(h.switches().front().start);
-      if (output == 1 || !charges) {
-        EXPECT_GT(switched, b0_done + 0.3);  // held for b1
-        EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
-      } else {
-        EXPECT_LT(switched, b0_done + 0.05);  // x goes at once
-        EXPECT_NE(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+  for (bool company : {false, true}) {
+    for (bool charges : {false, true}) {
+      for (std::int64_t output : {1, 150}) {
+        SCOPED_TRACE(::testing::Message() << "company " << company << ", charges_decode " << charges << ", output "
+                                          << output);
+        InstanceConfig c = Cold({"m", "n"});
+        c.hold = HoldPolicy::kAdaptive;
+        c.hold_charges_decode = charges;
+        Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+        h.Warmup("m");
+        std::vector<Harness::Call> calls;
+        const double start = company ? 3.0 : 0;
+        if (company) {
+          for (int i = 0; i < 4; ++i) {
+            calls.push_back({0.2 * i, "c", i, "m", 100 + 2 * i, i == 0 ? 0 : 99 + 2 * i, 1});
+            calls.back().hint_tool_s = 0.1;  // as they come: hints stay trusted
+          }
+          calls.back().session_end = true;
+        }
+        Harness::Call b0{start, "b", 0, "m", 100, 0, output};
+        b0.hint_tool_s = 0.3;
+        calls.push_back(b0);
+        calls.push_back({start + 0.01, "x", 0, "n", 100, 0, 1});
+        const double b0_done = start + 0.1 + 0.01 * static_cast<double>(output);  // 100 tokens' prefill, then the decode
+        calls.push_back({b0_done + 0.3, "b", 1, "m", 150, 100 + output, output});
+        h.Run(calls);
+        ASSERT_FALSE(h.switches().empty());
+        ASSERT_NEAR(ToSeconds(h.Finished("b0").finished), b0_done, 0.05);
+        const double switched = ToSeconds(h.switches().front().start);
+        if (output == 1 || !charges || !company) {
+          EXPECT_GT(switched, b0_done + 0.3);  // held for b1
+          EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+        } else {
+          EXPECT_LT(switched, b0_done + 0.05);  // x goes at once
+          EXPECT_NE(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+        }
       }
     }
   }
