@@ -176,6 +176,10 @@ void RenderInstanceMetrics(std::string& out, std::span<const InstanceSample> ins
   SnapshotFamily(out, instances, "talaria_round_bound_seconds", "gauge",
                  "the round's admission bound gamma * T_TTFT (Eq.5; emulated seconds)",
                  [](const InstanceTelemetry& t) { return t.round_bound_s; });
+  SnapshotFamily(out, instances, "talaria_hold_wait_scale", "gauge",
+                 "adaptive holds: a missed return's measured way back over the queues' prediction, which scales "
+                 "the hold's W (1 until measured, or where holds are fixed)",
+                 [](const InstanceTelemetry& t) { return t.hold_wait_scale; });
   HbmFamily(out, instances);
   SnapshotFamily(out, instances, "talaria_host_kv_used_bytes", "gauge", "bytes of session KV in the host KV registry",
                  [](const InstanceTelemetry& t) { return static_cast<double>(t.host_kv_used_bytes); });

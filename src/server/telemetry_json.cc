@@ -1,5 +1,7 @@
 #include "server/telemetry_json.h"
 
+#include <cmath>
+
 namespace talaria {
 
 using nlohmann::json;
@@ -56,6 +58,7 @@ json TelemetryToJson(const InstanceTelemetry& t) {
           {"host_kv_evicted_blocks", t.host_kv_evicted_blocks},
           {"restore_bytes_per_s", t.restore_bytes_per_s},
           {"session_prefill", t.session_prefill},
+          {"hold_wait_scale", t.hold_wait_scale},
           {"sessions", sessions}};
 }
 
@@ -84,6 +87,14 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     get(j, "restore_bytes_per_s", t.restore_bytes_per_s);
     // Optional (absent from instances before 2026-11-30): no wait, no SP.
     if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);
+    // Optional (absent before 2026-12-05): W as predicted.
+    if (j.contains("hold_wait_scale")) {
+      get(j, "hold_wait_scale", t.hold_wait_scale);
+      if (!(t.hold_wait_scale > 0) || !std::isfinite(t.hold_wait_scale)) {
+        error = "hold_wait_scale: must be a positive number, got " + j.at("hold_wait_scale").dump();
+        return std::nullopt;
+      }
+    }
     field = "models";
     for (const auto& jm : j.at("models")) {
       ModelTelemetry m;

@@ -76,6 +76,11 @@ struct InstanceTelemetry {
   // at the next decode boundary (session-prefill) instead of waiting for a
   // P phase.
   bool session_prefill = false;
+  // Adaptive holds: the way back a return that missed its slot took, over
+  // the queues' prediction of it (instance/wait_calibration.h), which the
+  // hold scales its W by. 1 until enough ways back were measured, and
+  // wherever holds are not adaptive.
+  double hold_wait_scale = 1;
   // Sessions whose prefix this instance holds, by session id. In a delta
   // snapshot (sessions_delta), only the sessions whose entry changed since
   // the snapshot numbered sessions_base, a kMissing entry meaning "no longer

@@ -54,7 +54,7 @@ populated() {
 }
 for family in talaria_calls_completed_total talaria_route_decision_seconds_count 'talaria_route_decisions_total{outcome="lease"}' \
   talaria_leases_total talaria_model_resident talaria_model_active talaria_hbm_bytes talaria_switch_seconds_count \
-  talaria_round_seconds_count talaria_phase_seconds_total talaria_slot_holds_total talaria_rounds_total \
+  talaria_round_seconds_count talaria_phase_seconds_total talaria_slot_holds_total talaria_rounds_total talaria_hold_wait_scale \
   talaria_telemetry_age_seconds talaria_instance_healthy talaria_host_kv_capacity_bytes talaria_ttft_seconds_count \
   talaria_state_up 'talaria_state_operations_total{op="complete",result="ok"}' talaria_state_leases_taken_total; do
   populated "$family"

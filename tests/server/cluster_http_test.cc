@@ -390,6 +390,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   m.admit_wait_s = 4.5;
   t.models.push_back(m);
   t.session_prefill = true;
+  t.hold_wait_scale = 2.5;
   t.models[0].forced_reopen_s = 13.5;
   t.sessions.emplace("s", CachedPrefix{"a", KvState::kHost, 640});
   std::string error;
@@ -401,6 +402,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   EXPECT_DOUBLE_EQ(back->models[0].switch_in_s, 0.2);
   EXPECT_DOUBLE_EQ(back->models[0].admit_wait_s, 4.5);
   EXPECT_TRUE(back->session_prefill);
+  EXPECT_DOUBLE_EQ(back->hold_wait_scale, 2.5);
   EXPECT_DOUBLE_EQ(back->models[0].forced_reopen_s, 13.5);
   EXPECT_EQ(back->sessions.at("s").state, KvState::kHost);
   EXPECT_EQ(back->sessions.at("s").tokens, 640);
@@ -409,12 +411,14 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   json j = TelemetryToJson(t);
   j["models"][0].erase("admit_wait_s");
   j.erase("session_prefill");
+  j.erase("hold_wait_scale");
   j["models"][0].erase("forced_reopen_s");
   const auto old = TelemetryFromJson(j, error);
   ASSERT_TRUE(old.has_value()) << error;
   EXPECT_EQ(old->models[0].admit_wait_s, 0.0);
   EXPECT_FALSE(old->session_prefill);
   EXPECT_EQ(old->models[0].forced_reopen_s, 0.0);  // its open closes nothing busy
+  EXPECT_EQ(old->hold_wait_scale, 1.0);             // W as predicted
 
   j = TelemetryToJson(t);
   j["models"][0].erase("queued");
@@ -424,6 +428,12 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   j["sessions"]["s"]["state"] = "lost";
   EXPECT_FALSE(TelemetryFromJson(j, error).has_value());
   EXPECT_NE(error.find("sessions.s.state"), std::string::npos) << error;
+  for (double bad : {0.0, -1.0}) {
+    j = TelemetryToJson(t);
+    j["hold_wait_scale"] = bad;
+    EXPECT_FALSE(TelemetryFromJson(j, error).has_value()) << bad;
+    EXPECT_NE(error.find("hold_wait_scale: must be a positive number"), std::string::npos) << error;
+  }
 }
 
 }  // namespace
