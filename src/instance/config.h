@@ -130,7 +130,8 @@ struct InstanceConfig {
   // enter by SP and save theirs (t_J: midway through that decode). Lower
   // mean wait on workloads whose returns are slow or whose calls decode
   // long, at the cost of holding less where returns come back within a
-  // decode (docs/policy-matrix.md, "Per-cell targets over 16 seeds").
+  // decode (docs/policy-matrix.md, "Per-cell targets over 16 seeds" and
+  // "Fourth stop").
   bool hold_charges_decode = false;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 
