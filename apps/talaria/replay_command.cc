@@ -43,7 +43,7 @@ struct ReplayArgs {
   std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
   std::string lease;  // "", "fixed" or "adaptive": the [router] lease
   bool lease_replica_check = false;  // sets the [router] lease_replica_check
-  bool hold_charges_decode = false;  // sets every instance's hold_charges_decode
+  std::string hold_charges_decode;  // on | off: sets every instance's hold_charges_decode; empty: the config's
   std::string report;  // write an HTML report here (talaria report) after the runs
   std::string hints = "trace";  // agent hints (driver/agent_hints.h)
 };
@@ -203,7 +203,7 @@ void RunReplayCommand(const ReplayArgs& a) {
       ic.hold = a.hold == "adaptive" ? HoldPolicy::kAdaptive : HoldPolicy::kFixed;
       if (a.hold == "none") ic.slot_hold_s = 0;
     }
-    if (a.hold_charges_decode) ic.hold_charges_decode = true;
+    if (!a.hold_charges_decode.empty()) ic.hold_charges_decode = a.hold_charges_decode == "on";
   }
   if (!a.lease.empty()) cluster.router.lease = a.lease == "adaptive" ? LeasePolicy::kAdaptive : LeasePolicy::kFixed;
   if (a.lease_replica_check) cluster.router.lease_replica_check = true;
@@ -362,10 +362,11 @@ void AddReplayCommand(CLI::App& app) {
                   "finish, the paper's), none (fixed with slot_hold_s = 0) or adaptive (as long as the expected "
                   "saving beats the cost; docs/cluster-config.md)")
       ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
-  cmd->add_flag("--hold-charges-decode", args->hold_charges_decode,
-                "adaptive holds also charge the waiting calls a caught return's lone decode and credit the "
-                "returns that enter while it decodes; sets every instance's hold_charges_decode "
-                "(docs/cluster-config.md)");
+  cmd->add_option("--hold-charges-decode", args->hold_charges_decode,
+                  "adaptive holds' service accounting, overriding every instance's hold_charges_decode: on "
+                  "(charge a caught return's lone decode, credit its readmission and the returns that enter "
+                  "while it decodes) or off (the hold's length only; docs/cluster-config.md)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--lease", args->lease,
                   "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "
                   "adaptive (until 95% of the session's learned returns have come, never past tau, charged by its "

@@ -113,26 +113,32 @@ struct InstanceConfig {
   // and wait for the next one all the same. No hold when no h gains; while
   // nothing waits (N = 0) the hold lasts to the slot's end if a return is
   // expected. slot_hold_s is then unused; the slot budget still bounds
-  // every hold.
+  // every hold. While the next slot's model is still being staged
+  // (d2d_staging), a switch now would reload the rest of its weights from
+  // host at the rate staging copies them, so the first S seconds of a hold
+  // (S: what staging has left) delay nobody: the cost is N max(0, h - S).
   HoldPolicy hold = HoldPolicy::kFixed;
-  // kAdaptive, true: the hold also pays for what a catch costs the waiting
-  // calls and credits what else it saves, so h maximises
+  // kAdaptive, true (the default): the hold also pays for what a catch
+  // costs the waiting calls and credits what else it saves, so h maximises
   //   sum_s integral_0^min(h, H - D) (W - t) dP_s(t | not yet)
-  //     + J (W - t_J) - N (h + P(any return by h) C D)
+  //     + J (W - t_J) + (1 + N) sum_s P_s(caught) R_s
+  //     - N max(0, h + P(any return by h) C D - S)
   // a caught return decodes alone for D, which the N calls wait for too
   // when the model's next slot would have batched it: C = 1 - exp(-a W),
   // the chance that its model's calls (arriving at a per second) give a
   // missed return company there; alone it would take a slot of its own for
   // its decode all the same (N here counts the calls arriving within W as
-  // well, as without the charge); a return caught t into
-  // the hold saves W - t, not W; and the J returns expected while a caught
-  // one decodes (each weighed by the chance another session was caught)
-  // enter by SP and save theirs (t_J: midway through that decode). Lower
-  // mean wait on workloads whose returns are slow or whose calls decode
-  // long, at the cost of holding less where returns come back within a
-  // decode (docs/policy-matrix.md, "Per-cell targets over 16 seeds" and
-  // "Fourth stop").
-  bool hold_charges_decode = false;
+  // well, as without the charge); a return caught t into the hold saves
+  // W - t, not W; the J returns expected while a caught one decodes (each
+  // weighed by the chance another session was caught) enter by SP and save
+  // theirs (t_J: midway through that decode); and a caught return keeps
+  // its device KV, where one that misses is readmitted in the model's next
+  // slot: R_s, its held context's restore from host KV (HKVR) or, without
+  // HKVR, its recompute, which it and the N calls behind that slot would
+  // wait for. false: the rule above (the hold and S only). Measured over
+  // the seeds of every family and traces/swe-fixed-30.jsonl
+  // (docs/policy-matrix.md "Fifth stop").
+  bool hold_charges_decode = true;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 
   Ablation ablation;

@@ -374,6 +374,10 @@ class Instance {
   TimePoint HoldUntil(TimePoint now) const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
+  // How long staging still copies the next slot's model's weights, as far
+  // as the KV region's free top lets it (0 when staging is off, done, or
+  // stages another model).
+  double StagingLeftSeconds(TimePoint now) const;
   // What an adaptive hold on the active model weighs now: N, the calls it
   // keeps waiting, W as the queues predict it, and A (config.h).
   struct HoldStakes {
@@ -396,6 +400,9 @@ class Instance {
     // (hold_charges_decode) P(back by h | not yet).
     double by_caught = 0;
     double by_h = 0;
+    // hold_charges_decode: its readmission in the model's next slot if it
+    // misses (restore from host KV, or recompute without HKVR).
+    double readmit_s = 0;
   };
   bool DeviceReusable(const Request& r) const;
   // A hybrid call names a context-end state point a restore could reach.

@@ -4,6 +4,7 @@
 #include "instance/instance_parts.h"
 
 #include "core/error.h"
+#include "profile/step_cost.h"
 
 namespace talaria {
 
@@ -217,6 +218,13 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     // here, replaces what the session's own gaps say.
     HoldCandidate g{s.hint_tool_s >= 0 ? active.returns.ForHint(s.hint_tool_s) : active.returns.For(s.gaps),
                     ToSeconds(now - finished), 0};
+    if (config_.hold_charges_decode && !s.blocks.empty()) {
+      // A return that misses is readmitted in the model's next slot: its
+      // context restored from host KV, or recomputed without HKVR.
+      const std::int64_t held = static_cast<std::int64_t>(s.blocks.size()) * config_.block_tokens;
+      g.readmit_s = config_.ablation.hkvr ? step_cost::Restore(*active.profile, held)
+                                          : step_cost::Recompute(*active.profile, held);
+    }
     g.back_by_now = g.gaps.Within(g.gone_s);
     if (g.back_by_now < 1) gone.push_back(g);
   }
@@ -231,6 +239,11 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
                           active.decode_scale;
   const double catch_by_s = horizon_s - decode_s;
   const bool charges_decode = config_.hold_charges_decode;
+  // S: the next slot's model still being staged, a switch now would reload
+  // the rest of its weights from host at the rate staging copies them, so
+  // the first S seconds of a hold (or of a caught call's decode) delay no
+  // waiting call: the switch after them is that much shorter.
+  const double staging_s = StagingLeftSeconds(now);
   // A return that misses decodes in the model's next slot; with company
   // (the model's other calls arriving within W) its decode shares their
   // batch, alone it would take a slot of its own there too. So a caught
@@ -251,18 +264,20 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     // of being back by h), once per h: the gain below reads them.
     const double caught_by = std::min(h, catch_by_s);
     double returns = 0;
+    double readmits_s = 0;  // hold_charges_decode: the caught returns' readmissions avoided
     double none = 1;  // hold_charges_decode: P(no return by h)
     for (HoldCandidate& g : gone) {
       g.by_caught = caught_by > 0 ? g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by) : 0;
       returns += g.by_caught;
       if (charges_decode) {
+        readmits_s += g.by_caught * g.readmit_s;
         g.by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
         none *= 1 - g.by_h;
       }
     }
     double gain = 0;
     if (!charges_decode) {
-      gain = returns * missed_wait_s - h * delayed;
+      gain = returns * missed_wait_s - std::max(0.0, h - staging_s) * delayed;
     } else {
       // A return caught t into the hold saves W - t (the returns caught
       // between two grid points, at their midpoint). Once one is caught it
@@ -281,7 +296,11 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
         }
       }
       const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (caught_from + joined_by));
-      gain = saved_s + joining * join_saves - (h + (1 - none) * company * decode_s) * delayed;
+      // Each catch spares its readmission to itself and to the calls
+      // waiting behind the model's next slot; staging uses the first S of
+      // the slot's extension.
+      gain = saved_s + joining * join_saves + readmits_s * (1 + delayed) -
+             std::max(0.0, h + (1 - none) * company * decode_s - staging_s) * delayed;
     }
     expected = returns;
     if (gain > best_gain) best_gain = gain, best_h = h;
@@ -289,6 +308,18 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   if (stakes.waiting == 0) return expected > 0.01 ? slot_end : kNever;  // a return is expected: hold it all
   if (best_h <= 0) return kNever;
   return std::min(now + FromSeconds(best_h), slot_end);
+}
+
+double Instance::StagingLeftSeconds(TimePoint now) const {
+  if (!config_.ablation.d2d_staging || active_ < 0) return 0;
+  const std::int32_t next = NextSlotModel(now);
+  if (next < 0 || next == active_) return 0;
+  const Model& m = *models_[static_cast<std::size_t>(next)];
+  if (m.name != stager_.staged_model()) return 0;
+  const std::int64_t writing = stager_.StagedBytes() - stager_.CleanBytes();
+  const std::int64_t left = std::min(m.profile->weight_bytes_per_rank - stager_.CleanBytes(),
+                                     stager_.StagingSlackBytes(pool_) + writing);
+  return left > 0 ? static_cast<double>(left) / m.profile->h2d_bytes_per_s : 0;
 }
 
 SeqRef Instance::Seq(const Request& r) const {

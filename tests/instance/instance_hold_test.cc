@@ -193,51 +193,101 @@ TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotWaitForAReturnTheSlotCannotFinish) {
 // hold_charges_decode: a caught return decodes alone in the held slot, and
 // every waiting call waits for that too, when the model's next slot would
 // have batched it with the model's other calls (company: calls arriving
-// within W). A session that says it is back in 0.3 s keeps the slot while
-// another model's call waits when its calls decode 1 token; when they decode
-// 150 (1.5 s each, longer than that call would wait for the GPU) only the
-// rule that leaves the decode out holds, or, with no company, the rule that
-// charges it: a return that misses would take a slot of its own for its
-// decode all the same. Company here is session c's calls on m, every 0.2 s,
-// ending 2.4 s before b's (first calls on m stay rare: A W stays small).
+// within W); one that misses is readmitted there (restored from host KV, or
+// recomputed without HKVR), which a catch spares. A session that says it is
+// back in 0.3 s keeps the slot while another model's call waits when its
+// calls decode 1 token; when they decode 150 (1.5 s each, longer than that
+// call would wait for the GPU) only the rule that leaves the decode out
+// holds, or, with no company, the rule that charges it (a return that
+// misses would take a slot of its own for its decode all the same), or a
+// context of 3,000 tokens without HKVR (its recompute, 3 s, outweighs the
+// decode; HKVR's restore of it does not). Company here is session c's calls
+// on m, every 0.2 s, ending 2.4 s before b's (first calls on m stay rare:
+// A W stays small). The staging of n is done before b's first call.
 TEST(ColdInstanceTest, AnAdaptiveHoldChargingDecodeWeighsTheCaughtCallsDecode) {
-  for (bool company : {false, true}) {
-    for (bool charges : {false, true}) {
-      for (std::int64_t output : {1, 150}) {
-        SCOPED_TRACE(::testing::Message() << "company " << company << ", charges_decode " << charges << ", output "
-                                          << output);
-        InstanceConfig c = Cold({"m", "n"});
-        c.hold = HoldPolicy::kAdaptive;
-        c.hold_charges_decode = charges;
-        Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
-        h.Warmup("m");
-        std::vector<Harness::Call> calls;
-        const double start = company ? 3.0 : 0;
-        if (company) {
-          for (int i = 0; i < 4; ++i) {
-            calls.push_back({0.2 * i, "c", i, "m", 100 + 2 * i, i == 0 ? 0 : 99 + 2 * i, 1});
-            calls.back().hint_tool_s = 0.1;  // as they come: hints stay trusted
-          }
-          calls.back().session_end = true;
-        }
-        Harness::Call b0{start, "b", 0, "m", 100, 0, output};
-        b0.hint_tool_s = 0.3;
-        calls.push_back(b0);
-        calls.push_back({start + 0.01, "x", 0, "n", 100, 0, 1});
-        const double b0_done = start + 0.1 + 0.01 * static_cast<double>(output);  // 100 tokens' prefill, then the decode
-        calls.push_back({b0_done + 0.3, "b", 1, "m", 150, 100 + output, output});
-        h.Run(calls);
-        ASSERT_FALSE(h.switches().empty());
-        ASSERT_NEAR(ToSeconds(h.Finished("b0").finished), b0_done, 0.05);
-        const double switched = ToSeconds(h.switches().front().start);
-        if (output == 1 || !charges || !company) {
-          EXPECT_GT(switched, b0_done + 0.3);  // held for b1
-          EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
-        } else {
-          EXPECT_LT(switched, b0_done + 0.05);  // x goes at once
-          EXPECT_NE(h.Finished("b1").path, AdmitPath::kSessionPrefill);
-        }
+  struct Case {
+    bool company;
+    bool charges;
+    std::int64_t output;
+    std::int64_t prompt;
+    bool hkvr;
+    bool held;
+  };
+  const std::vector<Case> cases = {
+      {false, false, 1, 100, true, true},      {false, false, 150, 100, true, true},
+      {false, true, 1, 100, true, true},       {false, true, 150, 100, true, true},
+      {true, false, 1, 100, true, true},       {true, false, 150, 100, true, true},
+      {true, true, 1, 100, true, true},        {true, true, 150, 100, true, false},
+      {true, true, 150, 3000, true, false},    {true, true, 150, 3000, false, true},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(::testing::Message() << "company " << k.company << ", charges_decode " << k.charges << ", output "
+                                      << k.output << ", prompt " << k.prompt << ", hkvr " << k.hkvr);
+    Ablation ablation;
+    ablation.hkvr = k.hkvr;
+    InstanceConfig c = Cold({"m", "n"}, ablation);
+    c.hold = HoldPolicy::kAdaptive;
+    c.hold_charges_decode = k.charges;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    std::vector<Harness::Call> calls;
+    const double start = 3.0;
+    if (k.company) {
+      for (int i = 0; i < 4; ++i) {
+        calls.push_back({0.2 * i, "c", i, "m", 100 + 2 * i, i == 0 ? 0 : 99 + 2 * i, 1});
+        calls.back().hint_tool_s = 0.1;  // as they come: hints stay trusted
       }
+      calls.back().session_end = true;
+    }
+    Harness::Call b0{start, "b", 0, "m", k.prompt, 0, k.output};
+    b0.hint_tool_s = 0.3;
+    calls.push_back(b0);
+    calls.push_back({start + 0.01, "x", 0, "n", 100, 0, 1});
+    // The prompt's prefill (1 s per 1,000 tokens), then the decode.
+    const double b0_done = start + 0.001 * static_cast<double>(k.prompt) + 0.01 * static_cast<double>(k.output);
+    calls.push_back({b0_done + 0.3, "b", 1, "m", k.prompt + 50, k.prompt + k.output, k.output});
+    h.Run(calls);
+    ASSERT_FALSE(h.switches().empty());
+    ASSERT_NEAR(ToSeconds(h.Finished("b0").finished), b0_done, 0.05);
+    const double switched = ToSeconds(h.switches().front().start);
+    if (k.held) {
+      EXPECT_GT(switched, b0_done + 0.3);  // held for b1
+      EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+    } else {
+      EXPECT_LT(switched, b0_done + 0.05);  // x goes at once
+      EXPECT_NE(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+    }
+  }
+}
+
+// A hold while the next slot's model is still being staged delays nobody
+// for as long as staging has left: a switch at once would reload the rest of
+// n's weights from host at the rate staging copies them. Staging n (8 GiB at
+// 8 GiB/s) runs from 0 to 1 s; a session that says it is back in 2 s keeps
+// the slot until then (and x's switch is then all device-to-device), but not
+// once staging is done (a0 at 3 s), under either accounting.
+TEST(ColdInstanceTest, AnAdaptiveHoldIsFreeWhileTheNextModelStages) {
+  for (bool charges : {false, true}) {
+    for (double start : {0.0, 3.0}) {
+      SCOPED_TRACE(::testing::Message() << "charges_decode " << charges << ", start " << start);
+      InstanceConfig c = Cold({"m", "n"});
+      c.hold = HoldPolicy::kAdaptive;
+      c.hold_charges_decode = charges;
+      Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+      h.Warmup("m");
+      Harness::Call a0{start, "a", 0, "m", 100, 0, 1};
+      a0.hint_tool_s = 2;
+      h.Run({a0, {start + 0.01, "x", 0, "n", 100, 0, 1}, {start + 2.11, "a", 1, "m", 150, 101, 1}});
+      ASSERT_FALSE(h.switches().empty());
+      const double a0_done = ToSeconds(h.Finished("a0").finished);
+      const SwitchRecord& to_n = h.switches().front();
+      if (start == 0) {
+        EXPECT_GT(ToSeconds(to_n.start), 0.95);  // held while staging ran
+        EXPECT_EQ(to_n.path, SwitchPath::kD2d);
+      } else {
+        EXPECT_LT(ToSeconds(to_n.start), a0_done + 0.05);  // x goes at once
+      }
+      EXPECT_NE(h.Finished("a1").path, AdmitPath::kSessionPrefill);  // back after either hold
     }
   }
 }
@@ -264,15 +314,16 @@ TEST(ColdInstanceTest, AnAdaptiveHoldFollowsTheAgentsHints) {
     c.hold = k.policy;
     Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
     h.Warmup("m");
-    Harness::Call a0{0, "a", 0, "m", 100, 0, 1};
+    // From 3 s: n's staging (0 to 1 s) is done, so a hold costs x its time.
+    Harness::Call a0{3, "a", 0, "m", 100, 0, 1};
     a0.hint_tool_s = k.hint_s;
     a0.session_end = k.end;
-    h.Run({a0, {0.01, "x", 0, "n", 100, 0, 1}, {0.35, "a", 1, "m", 150, 101, 1}});
+    h.Run({a0, {3.01, "x", 0, "n", 100, 0, 1}, {3.35, "a", 1, "m", 150, 101, 1}});
     ASSERT_FALSE(h.switches().empty());
     const double a0_done = ToSeconds(h.Finished("a0").finished);
     const double switched = ToSeconds(h.switches().front().start);
     if (k.held) {
-      EXPECT_GT(switched, 0.35);
+      EXPECT_GT(switched, 3.35);
       EXPECT_EQ(h.Finished("a1").path, AdmitPath::kSessionPrefill);
     } else {
       EXPECT_LT(switched, a0_done + 0.05);
