@@ -239,10 +239,11 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
                           active.decode_scale;
   const double catch_by_s = horizon_s - decode_s;
   const bool charges_decode = config_.hold_charges_decode;
-  // S: the next slot's model still being staged, a switch now would reload
-  // the rest of its weights from host at the rate staging copies them, so
-  // the first S seconds of a hold (or of a caught call's decode) delay no
-  // waiting call: the switch after them is that much shorter.
+  // S: while the next slot's model is still being staged, a switch now
+  // would reload the rest of its weights from host at the rate staging
+  // copies them, so the first S seconds of a hold (or of a caught call's
+  // decode) delay no waiting call: the switch after them is that much
+  // shorter.
   const double staging_s = StagingLeftSeconds(now);
   // A return that misses decodes in the model's next slot; with company
   // (the model's other calls arriving within W) its decode shares their
