@@ -244,7 +244,8 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // copies them, so the first S seconds of a hold (or of a caught call's
   // decode) delay no waiting call: the switch after them is that much
   // shorter.
-  const double staging_s = StagingLeftSeconds(now);
+  // (Unused while nothing waits: the cost side is then 0.)
+  const double staging_s = stakes.waiting > 0 ? StagingLeftSeconds(now) : 0;
   // A return that misses decodes in the model's next slot; with company
   // (the model's other calls arriving within W) its decode shares their
   // batch, alone it would take a slot of its own there too. So a caught
