@@ -317,11 +317,7 @@ double Instance::StagingLeftSeconds(TimePoint now) const {
   const std::int32_t next = NextSlotModel(now);
   if (next < 0 || next == active_) return 0;
   const Model& m = *models_[static_cast<std::size_t>(next)];
-  if (m.name != stager_.staged_model()) return 0;
-  const std::int64_t writing = stager_.StagedBytes() - stager_.CleanBytes();
-  const std::int64_t left = std::min(m.profile->weight_bytes_per_rank - stager_.CleanBytes(),
-                                     stager_.StagingSlackBytes(pool_) + writing);
-  return left > 0 ? static_cast<double>(left) / m.profile->h2d_bytes_per_s : 0;
+  return stager_.SecondsToStage(m.name, m.profile->weight_bytes_per_rank, pool_);
 }
 
 SeqRef Instance::Seq(const Request& r) const {

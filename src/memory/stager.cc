@@ -114,4 +114,11 @@ std::int64_t Stager::StagingSlackBytes(const KvPool& pool) const {
   return std::max<std::int64_t>(0, pool.region().end - pool.HighestAllocatedEnd() - staged_bytes_);
 }
 
+double Stager::SecondsToStage(const std::string& model, std::int64_t weight_bytes, const KvPool& pool) const {
+  if (model != model_ || weight_bytes != weight_bytes_) return 0;
+  const std::int64_t writing = StagedBytes() - CleanBytes();
+  const std::int64_t left = std::min(weight_bytes - CleanBytes(), StagingSlackBytes(pool) + writing);
+  return left > 0 ? static_cast<double>(left) / h2d_bytes_per_s_ : 0;
+}
+
 }  // namespace talaria

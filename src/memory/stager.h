@@ -59,6 +59,11 @@ class Stager {
   // Bytes of the KV region above the highest allocated block that are not
   // yet staged: what a future switch could still use.
   std::int64_t StagingSlackBytes(const KvPool& pool) const;
+  // Seconds the staging still copies towards `model` (weight_bytes) at the
+  // staging rate: the weights not yet clean, as far as the KV region's
+  // slack and the chunk being written allow. 0 when another model (or
+  // none) is staged.
+  double SecondsToStage(const std::string& model, std::int64_t weight_bytes, const KvPool& pool) const;
 
   const std::string& staged_model() const { return model_; }
   // Bumped by every Begin: an engine that writes the staged bytes itself

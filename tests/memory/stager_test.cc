@@ -37,6 +37,27 @@ TEST_F(StagerTest, UnfinishedStagingIsPartialAndOtherModelsAreH2d) {
   EXPECT_EQ(stager.Plan("other", 300).path, SwitchPath::kH2d);
 }
 
+// What staging still copies, at its rate: the weights not yet clean, as far
+// as the region's free top (and the chunk in flight) reach.
+TEST_F(StagerTest, SecondsToStageCountsWhatTheFreeTopStillTakes) {
+  stager.Begin("next", 300, AtSeconds(0), pool);
+  stager.AdvanceTo(AtSeconds(1.5), pool);  // chunk 0 clean, chunk 1 writing
+  EXPECT_DOUBLE_EQ(stager.SecondsToStage("next", 300, pool), 2.0);
+  EXPECT_EQ(stager.SecondsToStage("other", 300, pool), 0);
+  EXPECT_EQ(stager.SecondsToStage("next", 400, pool), 0);  // another size: not this staging
+  stager.AdvanceTo(AtSeconds(3), pool);
+  EXPECT_EQ(stager.SecondsToStage("next", 300, pool), 0);
+
+  KvPool tight;
+  tight.Format({0, 1000}, 10);
+  std::vector<BlockId> blocks;
+  ASSERT_TRUE(tight.Allocate(75, blocks));  // rows up to 750: chunk 2 [700, 800) cannot be written
+  Stager partial{100, 100.0};
+  partial.Begin("next", 300, AtSeconds(0), tight);
+  partial.AdvanceTo(AtSeconds(1.5), tight);  // chunk 0 clean, chunk 1 writing; 50 free bytes above the KV
+  EXPECT_DOUBLE_EQ(partial.SecondsToStage("next", 300, tight), 1.5);
+}
+
 TEST_F(StagerTest, OverlappingKvAllocationDirtiesChunkAndGatherReloadsIt) {
   stager.Begin("next", 300, AtSeconds(0), pool);
   stager.AdvanceTo(AtSeconds(3), pool);
