@@ -187,7 +187,10 @@ void Instance::Enqueue(CallRequest call, TimePoint now) {
 const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
   TALARIA_CHECK(!in_flight_, "Plan while a step is in flight");
   hkvr_.CompleteCopies(now);
-  if (active_ >= 0 && config_.ablation.d2d_staging) stager_.AdvanceTo(now, pool_);
+  if (active_ >= 0 && config_.ablation.d2d_staging) {
+    stager_.AdvanceTo(now, pool_);
+    StageNextSwitch(now, /*restart=*/false);  // the next switch's model may have changed with the work that came
+  }
   step_.kind = Step::Kind::kIdle;
   step_.wake_at = kNever;
   step_start_ = now;
@@ -370,7 +373,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       events.OnSwitch(rec);
       round_.switch_s += took;
       to.switch_in_estimate_s = EwmaStep(to.switch_in_estimate_s, took, kSwitchEstimateWeight);
-      StartStagingAfter(end);
+      StageNextSwitch(end, /*restart=*/true);  // the switch cancelled the staging before it
       break;
     }
     case Step::Kind::kPrefill:

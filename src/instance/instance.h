@@ -408,7 +408,15 @@ class Instance {
   // A hybrid call names a context-end state point a restore could reach.
   bool StateRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
-  void StartStagingAfter(TimePoint now);
+  // Stages the weights of StagingTarget's model while the active one serves:
+  // from scratch with `restart` (after a switch, which cancels staging),
+  // else only when the target moved (what is copied of it is kept).
+  void StageNextSwitch(TimePoint now, bool restart);
+  // The model the next switch most likely goes to, of those a switch can
+  // gather staged weights for (resident ones): the next slot's
+  // (NextSlotModel) if resident, else the next resident one in round
+  // order; -1 when no other is resident.
+  std::int32_t StagingTarget(TimePoint now) const;
   // Makes `m` resident and returns its full-open time (0 if it was). At a
   // switch (`switching`) the outgoing model may be closed even with work.
   double OpenModel(Model& m, bool switching);

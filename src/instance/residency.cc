@@ -89,14 +89,32 @@ void Instance::Warmup(const std::string& model, TimePoint now) {
   Active().resident = true;
   layout_.Activate(model);
   pool_.Format(layout_.kv(), Active().block_bytes);
-  StartStagingAfter(now);
+  StageNextSwitch(now, /*restart=*/true);
 }
 
-void Instance::StartStagingAfter(TimePoint now) {
-  if (!config_.ablation.d2d_staging || models_.size() < 2) return;
-  // Stage the model that follows in round order while this one serves.
-  const Model& next = *models_[static_cast<std::size_t>((active_ + 1) % static_cast<std::int32_t>(models_.size()))];
+void Instance::StageNextSwitch(TimePoint now, bool restart) {
+  if (!config_.ablation.d2d_staging || models_.size() < 2 || active_ < 0) return;
+  const std::int32_t target = StagingTarget(now);
+  if (target < 0) {
+    if (restart) stager_.Clear(pool_);  // no other open model: nothing of an earlier staging stays
+    return;
+  }
+  const Model& next = *models_[static_cast<std::size_t>(target)];
+  if (!restart && next.name == stager_.staged_model()) return;  // already staging it: keep what is copied
   stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
+}
+
+std::int32_t Instance::StagingTarget(TimePoint now) const {
+  // A switch to a closed model opens it whole from host (PlanSwitch), so
+  // only a resident model's switch can gather staged chunks.
+  const std::int32_t next = NextSlotModel(now);
+  if (next >= 0 && next != active_ && models_[static_cast<std::size_t>(next)]->resident) return next;
+  const auto n = static_cast<std::int32_t>(models_.size());
+  for (std::int32_t k = 1; k < n; ++k) {
+    const std::int32_t i = (active_ + k) % n;
+    if (models_[static_cast<std::size_t>(i)]->resident) return i;
+  }
+  return -1;
 }
 
 void Instance::TrackHbm() {

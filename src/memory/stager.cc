@@ -93,6 +93,16 @@ void Stager::Cancel(KvPool& pool) {
   next_ = states_.size();
 }
 
+void Stager::Clear(KvPool& pool) {
+  Cancel(pool);
+  ++serial_;
+  model_.clear();
+  weight_bytes_ = 0;
+  states_.clear();
+  staged_bytes_ = 0;
+  next_ = 0;
+}
+
 GatherPlan Stager::Plan(const std::string& model, std::int64_t weight_bytes) const {
   GatherPlan p;
   p.model = model;

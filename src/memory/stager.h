@@ -53,6 +53,9 @@ class Stager {
   void OnAllocated(const BlockList& blocks, const KvPool& pool);
   // Stops staging (e.g. the KV region is about to be released).
   void Cancel(KvPool& pool);
+  // Cancels and forgets the staged model: nothing is staged, and Plan
+  // gathers nothing on device until the next Begin.
+  void Clear(KvPool& pool);
 
   // The plan for switching to `model`: all H2D unless it is the staged one.
   GatherPlan Plan(const std::string& model, std::int64_t weight_bytes) const;

@@ -34,6 +34,32 @@ TEST(ColdInstanceTest, StagedSwitchIsD2dAndUnstagedIsH2d) {
   }
 }
 
+// Staging copies the model the next switch goes to, not the next in round
+// order: the next one with work (restaged when work comes for another), or
+// with none waiting the next resident one (a closed model opens whole from
+// host, so staging it would gain nothing).
+TEST(ColdInstanceTest, StagingFollowsTheModelTheNextSwitchGoesTo) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> resident;  // empty: all three
+    double o_arrives_s;                 // o's first call: the only other work
+  };
+  for (const Case& c : {Case{"work for o, n idle", {}, 0.5}, Case{"n closed, o resident", {"m", "o"}, 1.5}}) {
+    SCOPED_TRACE(c.name);
+    InstanceConfig config = Cold({"m", "n", "o"}, {.sp = true, .hkvr = true, .d2d_staging = true});
+    config.resident = c.resident;
+    Harness h(config, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("o")});
+    h.Warmup("m");
+    // m decodes 2 s: time to stage o's 8 GiB at 8 GiB/s once it is the target.
+    h.Run({{0, "a", 0, "m", 100, 0, 200}, {c.o_arrives_s, "x", 0, "o", 100, 0, 1}});
+    ASSERT_FALSE(h.switches().empty());
+    const SwitchRecord& s = h.switches().front();
+    EXPECT_EQ(s.to, "o");
+    EXPECT_EQ(s.path, SwitchPath::kD2d);
+    EXPECT_EQ(s.staged_bytes, 8 * kGiB);
+  }
+}
+
 // HKVR: a session's KV survives a switch away and back as host-restorable;
 // without HKVR the continuation recomputes its prefix.
 TEST(ColdInstanceTest, HostRegistryKeepsKvAcrossSwitches) {

@@ -58,6 +58,17 @@ TEST_F(StagerTest, SecondsToStageCountsWhatTheFreeTopStillTakes) {
   EXPECT_DOUBLE_EQ(partial.SecondsToStage("next", 300, tight), 1.5);
 }
 
+TEST_F(StagerTest, ClearForgetsTheStagedModel) {
+  stager.Begin("next", 300, AtSeconds(0), pool);
+  stager.AdvanceTo(AtSeconds(3), pool);
+  const std::uint64_t serial = stager.serial();
+  stager.Clear(pool);
+  EXPECT_EQ(stager.Plan("next", 300).path, SwitchPath::kH2d);
+  EXPECT_EQ(stager.StagedBytes(), 0);
+  EXPECT_EQ(stager.staged_model(), "");
+  EXPECT_GT(stager.serial(), serial);  // an engine's copies belong to the staging before
+}
+
 TEST_F(StagerTest, OverlappingKvAllocationDirtiesChunkAndGatherReloadsIt) {
   stager.Begin("next", 300, AtSeconds(0), pool);
   stager.AdvanceTo(AtSeconds(3), pool);
