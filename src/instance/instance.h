@@ -413,10 +413,10 @@ class Instance {
   // else only when the target moved (what is copied of it is kept).
   void StageNextSwitch(TimePoint now, bool restart);
   // The model the next switch most likely goes to, of those a switch can
-  // gather staged weights for (resident ones): the next slot's
-  // (NextSlotModel) if resident, else the next resident one in round
-  // order; -1 when no other is resident.
-  std::int32_t StagingTarget(TimePoint now) const;
+  // gather staged weights for (resident ones): the next resident one with
+  // work in round order, else the next resident one; -1 when no other is
+  // resident. O(models): it runs at every step.
+  std::int32_t StagingTarget() const;
   // Makes `m` resident and returns its full-open time (0 if it was). At a
   // switch (`switching`) the outgoing model may be closed even with work.
   double OpenModel(Model& m, bool switching);

@@ -94,7 +94,7 @@ void Instance::Warmup(const std::string& model, TimePoint now) {
 
 void Instance::StageNextSwitch(TimePoint now, bool restart) {
   if (!config_.ablation.d2d_staging || models_.size() < 2 || active_ < 0) return;
-  const std::int32_t target = StagingTarget(now);
+  const std::int32_t target = StagingTarget();
   if (target < 0) {
     if (restart) stager_.Clear(pool_);  // no other open model: nothing of an earlier staging stays
     return;
@@ -104,17 +104,20 @@ void Instance::StageNextSwitch(TimePoint now, bool restart) {
   stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
 }
 
-std::int32_t Instance::StagingTarget(TimePoint now) const {
+std::int32_t Instance::StagingTarget() const {
   // A switch to a closed model opens it whole from host (PlanSwitch), so
-  // only a resident model's switch can gather staged chunks.
-  const std::int32_t next = NextSlotModel(now);
-  if (next >= 0 && next != active_ && models_[static_cast<std::size_t>(next)]->resident) return next;
+  // only a resident model's switch can gather staged chunks: closed models
+  // are passed over, whether the round opens them next or defers them.
   const auto n = static_cast<std::int32_t>(models_.size());
+  std::int32_t first_resident = -1;
   for (std::int32_t k = 1; k < n; ++k) {
     const std::int32_t i = (active_ + k) % n;
-    if (models_[static_cast<std::size_t>(i)]->resident) return i;
+    const Model& m = *models_[static_cast<std::size_t>(i)];
+    if (!m.resident) continue;
+    if (HasWork(m)) return i;
+    if (first_resident < 0) first_resident = i;
   }
-  return -1;
+  return first_resident;
 }
 
 void Instance::TrackHbm() {
