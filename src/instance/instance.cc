@@ -189,7 +189,7 @@ const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
   hkvr_.CompleteCopies(now);
   if (active_ >= 0 && config_.ablation.d2d_staging) {
     stager_.AdvanceTo(now, pool_);
-    StageNextSwitch(now, /*restart=*/false);  // the next switch's model may have changed with the work that came
+    StageNextSwitch(now);  // the work that came may have changed the next switch's model
   }
   step_.kind = Step::Kind::kIdle;
   step_.wake_at = kNever;
@@ -373,7 +373,8 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
       events.OnSwitch(rec);
       round_.switch_s += took;
       to.switch_in_estimate_s = EwmaStep(to.switch_in_estimate_s, took, kSwitchEstimateWeight);
-      StageNextSwitch(end, /*restart=*/true);  // the switch cancelled the staging before it
+      stager_.Clear(pool_);  // its gather used the staging; the KV region below it was reformatted
+      StageNextSwitch(end);
       break;
     }
     case Step::Kind::kPrefill:

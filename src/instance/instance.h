@@ -408,10 +408,9 @@ class Instance {
   // A hybrid call names a context-end state point a restore could reach.
   bool StateRestorable(const Request& r) const;
   void BeginSlotRound(std::int32_t model, TimePoint now);
-  // Stages the weights of StagingTarget's model while the active one serves:
-  // from scratch with `restart` (after a switch, which cancels staging),
-  // else only when the target moved (what is copied of it is kept).
-  void StageNextSwitch(TimePoint now, bool restart);
+  // Stages the weights of StagingTarget's model while the active one serves;
+  // when that is the model staged already, what is copied of it is kept.
+  void StageNextSwitch(TimePoint now);
   // The model the next switch most likely goes to, of those a switch can
   // gather staged weights for (resident ones): the next resident one with
   // work in round order, else the next resident one; -1 when no other is

@@ -89,18 +89,15 @@ void Instance::Warmup(const std::string& model, TimePoint now) {
   Active().resident = true;
   layout_.Activate(model);
   pool_.Format(layout_.kv(), Active().block_bytes);
-  StageNextSwitch(now, /*restart=*/true);
+  StageNextSwitch(now);
 }
 
-void Instance::StageNextSwitch(TimePoint now, bool restart) {
+void Instance::StageNextSwitch(TimePoint now) {
   if (!config_.ablation.d2d_staging || models_.size() < 2 || active_ < 0) return;
   const std::int32_t target = StagingTarget();
-  if (target < 0) {
-    if (restart) stager_.Clear(pool_);  // no other open model: nothing of an earlier staging stays
-    return;
-  }
+  if (target < 0) return;
   const Model& next = *models_[static_cast<std::size_t>(target)];
-  if (!restart && next.name == stager_.staged_model()) return;  // already staging it: keep what is copied
+  if (next.name == stager_.staged_model()) return;  // already staging it: keep what is copied
   stager_.Begin(next.name, next.profile->weight_bytes_per_rank, now, pool_);
 }
 

@@ -19,16 +19,13 @@ Region Stager::ChunkRange(std::size_t i) const {
 }
 
 void Stager::Begin(const std::string& model, std::int64_t weight_bytes, TimePoint now, KvPool& pool) {
-  Cancel(pool);
-  ++serial_;
+  Clear(pool);
   model_ = model;
   weight_bytes_ = weight_bytes;
   region_ = pool.region();
   // Chunks that would not fit in the region are never staged (missing).
   const auto n = static_cast<std::size_t>((weight_bytes + chunk_bytes_ - 1) / chunk_bytes_);
   states_.assign(n, ChunkState::kMissing);
-  staged_bytes_ = 0;
-  next_ = 0;
   StartNext(now, pool);
 }
 
