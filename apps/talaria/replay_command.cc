@@ -43,6 +43,7 @@ struct ReplayArgs {
   std::string hold;  // "", "fixed", "none" or "adaptive": every instance's [[instance]] hold
   std::string lease;  // "", "fixed" or "adaptive": the [router] lease
   bool lease_replica_check = false;  // sets the [router] lease_replica_check
+  std::string lease_honour;          // "", "route" or "rank": the [router] lease_honour
   std::string hold_charges_decode;  // on | off: sets every instance's hold_charges_decode; empty: the config's
   std::string report;  // write an HTML report here (talaria report) after the runs
   std::string hints = "trace";  // agent hints (driver/agent_hints.h)
@@ -207,6 +208,7 @@ void RunReplayCommand(const ReplayArgs& a) {
   }
   if (!a.lease.empty()) cluster.router.lease = a.lease == "adaptive" ? LeasePolicy::kAdaptive : LeasePolicy::kFixed;
   if (a.lease_replica_check) cluster.router.lease_replica_check = true;
+  if (!a.lease_honour.empty()) cluster.router.lease_honour = a.lease_honour == "rank" ? LeaseHonour::kRank : LeaseHonour::kRoute;
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   const Trace trace = ReadTraceWithHints(a);
   const auto names = ParseAblations(a.ablations);
@@ -381,6 +383,11 @@ void AddReplayCommand(CLI::App& app) {
                "discard a lease whose honouring would open its model for that call alone and close a model with "
                "work there, placing the call by cost (Eq.2) instead; sets the config's [router] "
                "lease_replica_check (docs/cluster-config.md)");
+  cmd->add_option("--lease-honour", args->lease_honour,
+                  "what a live lease does, overriding the config's [router] `lease_honour`: route (the return goes "
+                  "to the lease's instance, the paper's) or rank (the lease reserves admission there; cost placement "
+                  "decides, Eq.5 waived at that instance; docs/cluster-config.md)")
+      ->check(CLI::IsMember({"route", "rank"}));
   cmd->add_option("--lease-sweep", args->lease_sweep,
                   "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");
   cmd->add_option("--target", args->target,

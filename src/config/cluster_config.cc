@@ -111,6 +111,8 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
     OptionalChoice(r, "lease", c.router.lease, {{"fixed", LeasePolicy::kFixed}, {"adaptive", LeasePolicy::kAdaptive}},
                    "must be \"fixed\" (lease_tau_s) or \"adaptive\"");
     r.Optional("lease_replica_check", c.router.lease_replica_check);
+    OptionalChoice(r, "lease_honour", c.router.lease_honour,
+                   {{"route", LeaseHonour::kRoute}, {"rank", LeaseHonour::kRank}}, "must be \"route\" or \"rank\"");
     r.Optional("admission_control", c.router.admission_control);
     r.Optional("slot_wait", c.router.slot_wait);
     r.Optional("lease_unit_s", c.router.lease_unit_s, 0, 3600);

@@ -54,6 +54,7 @@ nlohmann::ordered_json ReplayResult::ToJson() const {
   j["load"] = load;
   j["tau_s"] = tau_s;
   j["lease"] = lease;
+  j["lease_honour"] = lease_honour;
   j["avoidable_opens"] = avoidable_opens;
   j["model_opens"] = counters.model_opens;
   j["same_instance_return_rate"] = same_instance_return_rate();

@@ -81,9 +81,11 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // one admission unit per live lease of this model here (capacity its
     // next slot holds for returns the router expects). A cold instance
     // admits a new call at the model's next P phase: the wait advertised at
-    // the snapshot, less the time since.
+    // the snapshot, less the time since. A continuation session-prefill
+    // admits mid-slot waits for neither (below).
     double wait = 0;
     if (slot_wait && c.admit_wait_s > 0) wait = std::max(0.0, c.admit_wait_s - ToSeconds(now - c.snapshot_at));
+    double queue = c.queue_s;
     // Profile predictions, scaled by what this instance measured lately.
     double prefill = terms->extend_s;  // unscaled
     double c_kv = terms->recompute_s * c.prefill_scale;  // missing: recompute the prefix
@@ -96,11 +98,17 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
         if (reuse != r.prefix_tokens) prefill = step_cost::CallPrefill(*p, r.prompt_tokens, reuse);
         reuses = reuse > 0;
         c_kv = state == KvState::kHost ? step_cost::Restore(*p, reuse) : 0.0;
-        if (c.enters_mid_slot) wait = 0;  // session-prefill: enters mid-slot
+        // Session-prefill admits it mid-slot, at the next decode boundary:
+        // neither the model's next P phase nor the calls queued for it are
+        // ahead (SP passes over calls that wait for a slot's start).
+        if (c.enters_mid_slot) {
+          wait = 0;
+          if (slot_wait) queue = 0;
+        }
       }
     }
     const double own = prefill * c.prefill_scale + terms->decode_s * c.decode_scale;
-    const double dr = c.queue_s + wait + own;
+    const double dr = queue + wait + own;
     const double c_act = c.activation_s;
     const double cost = dr + c_kv + c_act;
     // A candidate dearer than the cheapest resident one so far cannot be
@@ -111,7 +119,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // lengthens it), and KV capacity.
     if (admission_control) {
       const double round = c.round_s + own + c_kv + c_act;
-      if (!last_resort && round > c.round_bound_s) continue;
+      if (!last_resort && i != ctx.round_exempt && round > c.round_bound_s) continue;
       if (terms->kv_bytes > c.kv_total_bytes) continue;  // never fits, even last
     }
     if (!c.resident) {

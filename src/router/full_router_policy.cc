@@ -26,6 +26,23 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
                             CachedState(ctx.view, lease.instance, entry, ctx.model, tokens) != KvState::kMissing &&
                             !(ctx.options.lease_replica_check && OpensAReplica(ctx, lease.instance));
     leases_.Drop(entry);  // consumed or discarded: routing never refreshes it
+    if (honoured && ctx.options.lease_honour == LeaseHonour::kRank) {
+      // The lease reserved admission: cost placement decides, with the
+      // lease's instance exempt from Eq.5 (its unit, dropped above, was
+      // this call's).
+      PlacementContext reserved = ctx;
+      reserved.round_exempt = lease.instance;
+      const PolicyPick ranked = RankByCost(reserved);
+      if (ranked.instance == lease.instance) {
+        ++ctx.counters.leases_consumed;
+        PolicyPick hit = ranked;
+        hit.reason = RouteDecision::Reason::kLease;
+        hit.lease_hit = true;
+        return hit;
+      }
+      ++ctx.counters.leases_discarded;  // Eq.1 found a cheaper place (or none)
+      return ranked;
+    }
     if (honoured) {
       ++ctx.counters.leases_consumed;
       pick.instance = lease.instance;
@@ -40,6 +57,11 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
     }
   }
   // Lines 10-25: cost placement.
+  return RankByCost(ctx);
+}
+
+PolicyPick FullRouterPolicy::RankByCost(const PlacementContext& ctx) {
+  PolicyPick pick;
   const CostRanking::Result ranked = ranking_.Rank(ctx);
   pick.instance = ranked.instance;
   pick.fresh_candidate_seen = ranked.any_fresh;

@@ -8,8 +8,11 @@
 // that has work, which then opens again: that is a new replica, which Eq.2
 // decides, so the lease is discarded and cost placement (where the held
 // prefix still counts in Eq.1) picks the instance. Otherwise the call is
-// placed by cost (cost_ranking.h). Its completions install the session's
-// successor lease.
+// placed by cost (cost_ranking.h). With RouterOptions::lease_honour = kRank
+// a live lease is an admission reservation rather than a route: the return
+// is placed by cost with Eq.5 waived at the lease's instance, and the lease
+// counts as consumed where the return lands there. Its completions install
+// the session's successor lease.
 #pragma once
 
 #include "router/cost_ranking.h"
@@ -26,6 +29,9 @@ class FullRouterPolicy final : public PlacementPolicy {
   bool InstallsLeases() const override { return true; }
 
  private:
+  // Lines 10-25 of Algorithm 1.
+  PolicyPick RankByCost(const PlacementContext& ctx);
+
   LeaseBook& leases_;
   CostRanking ranking_;
 };

@@ -52,6 +52,13 @@ enum class LeasePolicy {
 };
 inline const char* ToString(LeasePolicy p) { return p == LeasePolicy::kFixed ? "fixed" : "adaptive"; }
 
+// What a live lease does for its session's return (issue 18).
+enum class LeaseHonour {
+  kRoute,  // the paper's Algorithm 1: the return goes to the lease's instance
+  kRank,   // the lease reserved admission there: cost placement decides, Eq.5 waived at that instance
+};
+inline const char* ToString(LeaseHonour h) { return h == LeaseHonour::kRoute ? "route" : "rank"; }
+
 struct RouterOptions {
   RouterPolicy policy = RouterPolicy::kFull;
   double lease_tau_s = 1.0;            // §3.3: tau = 1 s, near the p90 tool gap
@@ -71,6 +78,14 @@ struct RouterOptions {
   // model with work (ModelTelemetry::forced_reopen_s): that is a new
   // replica, so cost placement decides it under Eq.2 (full_router_policy.h).
   bool lease_replica_check = false;
+  // kRoute (the paper's): a live lease whose instance still holds the
+  // prefix takes the return there. kRank: the lease is an admission
+  // reservation, not a route: the return is placed by cost (Eq.1), with
+  // Eq.5 waived at the lease's instance (the unit the lease held there was
+  // this return's), so it stays where its prefix is unless Eq.1 finds a
+  // cheaper place, such as an instance whose slot of the model is open
+  // while the lease's has rotated away.
+  LeaseHonour lease_honour = LeaseHonour::kRoute;
   // Eq.5 round admission and the KV check filter candidates; off, the router
   // ranks every fresh candidate and never invokes the overload policy.
   bool admission_control = true;
@@ -141,7 +156,7 @@ struct RouterCounters {
   std::int64_t leases_installed = 0;
   std::int64_t leases_consumed = 0;
   std::int64_t leases_expired = 0;    // found expired on the return
-  std::int64_t leases_discarded = 0;  // live, but unhealthy instance or lost prefix
+  std::int64_t leases_discarded = 0;  // live, but unhealthy instance, lost prefix, or (kRank) placed elsewhere
   std::int64_t leases_declined = 0;   // not installed: a hint, or (adaptive) the return model, put the return past tau
   std::int64_t overloads = 0;
   std::int64_t stale_exclusions = 0;

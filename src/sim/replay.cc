@@ -473,6 +473,7 @@ ReplayResult RunReplay(const std::string& config_name, const ClusterConfig& clus
   result.router = ToString(cluster.router.policy);
   result.tau_s = cluster.router.lease_tau_s;
   result.lease = ToString(cluster.router.lease);
+  result.lease_honour = ToString(cluster.router.lease_honour);
   result.calls_total = static_cast<std::int64_t>(trace.calls.size());
   Driver driver(cluster, profiles, trace, options, result);
   driver.Run();

@@ -39,6 +39,7 @@ TEST(ClusterConfigTest, ShippedConfigLoadsWithDefaults) {
   EXPECT_DOUBLE_EQ(c.instances[0].bump_fraction, 0.8);
   EXPECT_EQ(c.instances[0].state_checkpoints, StateCheckpoints::kDoubling);
   EXPECT_EQ(c.instances[0].hold, HoldPolicy::kFixed);
+  EXPECT_EQ(c.router.lease_honour, LeaseHonour::kRoute);  // the paper's Algorithm 1
   EXPECT_TRUE(c.instances[0].hold_charges_decode);
   EXPECT_THAT(c.profiles_dir, HasSubstr("profiles"));
 }
@@ -58,6 +59,8 @@ TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
               HasSubstr(".toml:2: key 'router.lease': must be \"fixed\" (lease_tau_s) or \"adaptive\""));
   EXPECT_THAT(LoadError("[router]\nlease_replica_check = 1\n[[instance]]\nmodels = [\"a\"]\n"),
               HasSubstr(".toml:2: key 'router.lease_replica_check': must be true or false"));
+  EXPECT_THAT(LoadError("[router]\nlease_honour = \"always\"\n[[instance]]\nmodels = [\"a\"]\n"),
+              HasSubstr(".toml:2: key 'router.lease_honour': must be \"route\" or \"rank\""));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nhold = \"adaptive\"\nhold_charges_decode = \"on\"\n"),
               HasSubstr(".toml:4: key 'instance[0].hold_charges_decode': must be true or false"));
   EXPECT_THAT(LoadError("profiles = \"p\"\n"), HasSubstr("needs at least one [[instance]]"));
