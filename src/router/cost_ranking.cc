@@ -22,7 +22,7 @@ const CostRanking::ProfileTerms& CostRanking::TermsFor(const ModelProfile* p, co
   return terms_.back();
 }
 
-CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
+CostRanking::Result CostRanking::Rank(const PlacementContext& ctx, std::int32_t round_exempt) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const RouteRequest& r = ctx.request;
   const SessionEntry& entry = ctx.entry;
@@ -101,10 +101,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
         // Session-prefill admits it mid-slot, at the next decode boundary:
         // neither the model's next P phase nor the calls queued for it are
         // ahead (SP passes over calls that wait for a slot's start).
-        if (c.enters_mid_slot) {
-          wait = 0;
-          if (slot_wait) queue = 0;
-        }
+        if (slot_wait && c.enters_mid_slot) wait = queue = 0;
       }
     }
     const double own = prefill * c.prefill_scale + terms->decode_s * c.decode_scale;
@@ -119,7 +116,7 @@ CostRanking::Result CostRanking::Rank(const PlacementContext& ctx) {
     // lengthens it), and KV capacity.
     if (admission_control) {
       const double round = c.round_s + own + c_kv + c_act;
-      if (!last_resort && i != ctx.round_exempt && round > c.round_bound_s) continue;
+      if (!last_resort && i != round_exempt && round > c.round_bound_s) continue;
       if (terms->kv_bytes > c.kv_total_bytes) continue;  // never fits, even last
     }
     if (!c.resident) {

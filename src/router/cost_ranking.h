@@ -39,7 +39,9 @@ class CostRanking {
     // prefill past the tokens it reuses there, and its decode).
     double own_work_s = 0;
   };
-  Result Rank(const PlacementContext& ctx);
+  // `round_exempt`: an instance Eq.5 does not turn the call away from (a
+  // ranked lease's, whose held admission unit was this call's); -1: none.
+  Result Rank(const PlacementContext& ctx, std::int32_t round_exempt = -1);
 
  private:
   // Profile-dependent cost terms of the current request, computed once per

@@ -26,24 +26,17 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
                             CachedState(ctx.view, lease.instance, entry, ctx.model, tokens) != KvState::kMissing &&
                             !(ctx.options.lease_replica_check && OpensAReplica(ctx, lease.instance));
     leases_.Drop(entry);  // consumed or discarded: routing never refreshes it
-    if (honoured && ctx.options.lease_honour == LeaseHonour::kRank) {
-      // The lease reserved admission: cost placement decides, with the
-      // lease's instance exempt from Eq.5 (its unit, dropped above, was
-      // this call's).
-      PlacementContext reserved = ctx;
-      reserved.round_exempt = lease.instance;
-      const PolicyPick ranked = RankByCost(reserved);
-      if (ranked.instance == lease.instance) {
-        ++ctx.counters.leases_consumed;
-        PolicyPick hit = ranked;
-        hit.reason = RouteDecision::Reason::kLease;
-        hit.lease_hit = true;
-        return hit;
-      }
-      ++ctx.counters.leases_discarded;  // Eq.1 found a cheaper place (or none)
-      return ranked;
-    }
     if (honoured) {
+      if (ctx.options.lease_honour == LeaseHonour::kRank) {
+        // The lease reserved admission: cost placement decides, with the
+        // lease's instance exempt from Eq.5 (its unit, dropped above, was
+        // this call's).
+        pick = RankByCost(ctx, lease.instance);
+        if (pick.instance != lease.instance) {
+          ++ctx.counters.leases_discarded;  // Eq.1 found a cheaper place (or none)
+          return pick;
+        }
+      }
       ++ctx.counters.leases_consumed;
       pick.instance = lease.instance;
       pick.reason = RouteDecision::Reason::kLease;
@@ -60,9 +53,9 @@ PolicyPick FullRouterPolicy::Place(const PlacementContext& ctx) {
   return RankByCost(ctx);
 }
 
-PolicyPick FullRouterPolicy::RankByCost(const PlacementContext& ctx) {
+PolicyPick FullRouterPolicy::RankByCost(const PlacementContext& ctx, std::int32_t round_exempt) {
   PolicyPick pick;
-  const CostRanking::Result ranked = ranking_.Rank(ctx);
+  const CostRanking::Result ranked = ranking_.Rank(ctx, round_exempt);
   pick.instance = ranked.instance;
   pick.fresh_candidate_seen = ranked.any_fresh;
   if (ranked.instance >= 0) {

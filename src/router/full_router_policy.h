@@ -29,8 +29,8 @@ class FullRouterPolicy final : public PlacementPolicy {
   bool InstallsLeases() const override { return true; }
 
  private:
-  // Lines 10-25 of Algorithm 1.
-  PolicyPick RankByCost(const PlacementContext& ctx);
+  // Lines 10-25 of Algorithm 1; `round_exempt` as CostRanking::Rank's.
+  PolicyPick RankByCost(const PlacementContext& ctx, std::int32_t round_exempt = -1);
 
   LeaseBook& leases_;
   CostRanking ranking_;

@@ -31,9 +31,6 @@ struct PlacementContext {
   TimePoint now;
   const RouterOptions& options;
   RouterCounters& counters;
-  // An instance where Eq.5 does not turn the call away: a lease's, whose
-  // held admission unit was this call's (LeaseHonour::kRank). -1: none.
-  std::int32_t round_exempt = -1;
 };
 
 struct PolicyPick {
