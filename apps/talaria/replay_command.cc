@@ -200,15 +200,17 @@ void RunReplayCommand(const ReplayArgs& a) {
   ClusterConfig cluster = LoadClusterConfig(a.cluster);
   const ClusterConfig as_configured = cluster;  // a utilisation load's pilot runs on this
   for (auto& ic : cluster.instances) {
-    if (!a.hold.empty()) {
-      ic.hold = a.hold == "adaptive" ? HoldPolicy::kAdaptive : HoldPolicy::kFixed;
-      if (a.hold == "none") ic.slot_hold_s = 0;
+    if (a.hold == "none") {  // the fixed hold of length 0
+      ic.hold = HoldPolicy::kFixed;
+      ic.slot_hold_s = 0;
+    } else if (!a.hold.empty()) {
+      kHoldPolicies.Parse(a.hold, ic.hold);  // CLI11 checked the name
     }
     if (!a.hold_charges_decode.empty()) ic.hold_charges_decode = a.hold_charges_decode == "on";
   }
-  if (!a.lease.empty()) cluster.router.lease = a.lease == "adaptive" ? LeasePolicy::kAdaptive : LeasePolicy::kFixed;
+  if (!a.lease.empty()) kLeasePolicies.Parse(a.lease, cluster.router.lease);  // CLI11 checked the name
   if (a.lease_replica_check) cluster.router.lease_replica_check = true;
-  if (!a.lease_honour.empty()) cluster.router.lease_honour = a.lease_honour == "rank" ? LeaseHonour::kRank : LeaseHonour::kRoute;
+  if (!a.lease_honour.empty()) kLeaseHonours.Parse(a.lease_honour, cluster.router.lease_honour);
   const ProfileSet profiles = ProfileSet::LoadDirectory(cluster.profiles_dir);
   const Trace trace = ReadTraceWithHints(a);
   const auto names = ParseAblations(a.ablations);
@@ -363,7 +365,11 @@ void AddReplayCommand(CLI::App& app) {
                   "slot holds of every instance, overriding the config's `hold`: fixed (slot_hold_s after a "
                   "finish, the paper's), none (fixed with slot_hold_s = 0) or adaptive (as long as the expected "
                   "saving beats the cost; docs/cluster-config.md)")
-      ->check(CLI::IsMember({"fixed", "none", "adaptive"}));
+      ->check(CLI::IsMember([] {
+        std::vector<std::string> names = kHoldPolicies.Names();
+        names.emplace_back("none");
+        return names;
+      }()));
   cmd->add_option("--hold-charges-decode", args->hold_charges_decode,
                   "adaptive holds' service accounting, overriding every instance's hold_charges_decode: on "
                   "(charge a caught return's lone decode, credit its readmission and the returns that enter "
@@ -373,7 +379,7 @@ void AddReplayCommand(CLI::App& app) {
                   "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "
                   "adaptive (until 95% of the session's learned returns have come, never past tau, charged by its "
                   "chance of use; docs/cluster-config.md)")
-      ->check(CLI::IsMember({"fixed", "adaptive"}));
+      ->check(CLI::IsMember(kLeasePolicies.Names()));
   cmd->add_option("--hints", args->hints,
                   "agent hints the calls carry: trace (what the trace's calls say), none, exact (each call's tool "
                   "time is the replayed gap to its session's next call; the last call says it ends the session) or "
@@ -385,9 +391,9 @@ void AddReplayCommand(CLI::App& app) {
                "lease_replica_check (docs/cluster-config.md)");
   cmd->add_option("--lease-honour", args->lease_honour,
                   "what a live lease does, overriding the config's [router] `lease_honour`: route (the return goes "
-                  "to the lease's instance, the paper's) or rank (the lease reserves admission there; cost placement "
-                  "decides, Eq.5 waived at that instance; docs/cluster-config.md)")
-      ->check(CLI::IsMember({"route", "rank"}));
+                  "to the lease's instance, the paper's) or rank (the default: the lease reserves admission there; cost "
+                  "placement decides, Eq.5 waived at that instance; docs/cluster-config.md)")
+      ->check(CLI::IsMember(kLeaseHonours.Names()));
   cmd->add_option("--lease-sweep", args->lease_sweep,
                   "comma-separated lease timeouts tau in seconds, one run each (e.g. 0,0.5,1,2,5)");
   cmd->add_option("--target", args->target,

@@ -42,21 +42,19 @@ bool ValidAddress(const std::string& a) {
 // A key whose string names one of `choices`: `out` keeps its value when
 // the key is absent; any other string is a problem, `message` saying what
 // the names are.
-template <typename E>
-void OptionalChoice(TomlSection& s, const char* key, E& out,
-                    std::initializer_list<std::pair<std::string_view, E>> choices, const char* message) {
-  std::string name;
-  for (const auto& [n, v] : choices) {
-    if (v == out) name = n;
-  }
+template <typename E, std::size_t N>
+void OptionalChoice(TomlSection& s, const char* key, E& out, const Choices<E, N>& choices, const char* message) {
+  std::string name = choices.Name(out);
   s.Optional(key, name);
-  for (const auto& [n, v] : choices) {
-    if (name == n) {
-      out = v;
-      return;
-    }
-  }
-  s.Fail(key, s.table()->get(key), message);
+  if (!choices.Parse(name, out)) s.Fail(key, s.table()->get(key), message);
+}
+
+template <typename E, std::size_t N>
+void OptionalChoice(TomlSection& s, const char* key, E& out, const std::pair<std::string_view, E> (&names)[N],
+                    const char* message) {
+  Choices<E, N> choices{};
+  for (std::size_t i = 0; i < N; ++i) choices.names[i] = names[i];
+  OptionalChoice(s, key, out, choices, message);
 }
 
 ClusterConfig FromTable(const toml::table& root, const std::string& path, const std::string& base_dir) {
@@ -108,11 +106,9 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
              "must be one of full, least-pressure, session-sticky, round-robin, prefix-aware");
     }
     r.Optional("lease_tau_s", c.router.lease_tau_s, 0, 3600);
-    OptionalChoice(r, "lease", c.router.lease, {{"fixed", LeasePolicy::kFixed}, {"adaptive", LeasePolicy::kAdaptive}},
-                   "must be \"fixed\" (lease_tau_s) or \"adaptive\"");
+    OptionalChoice(r, "lease", c.router.lease, kLeasePolicies, "must be \"fixed\" (lease_tau_s) or \"adaptive\"");
     r.Optional("lease_replica_check", c.router.lease_replica_check);
-    OptionalChoice(r, "lease_honour", c.router.lease_honour,
-                   {{"route", LeaseHonour::kRoute}, {"rank", LeaseHonour::kRank}}, "must be \"route\" or \"rank\"");
+    OptionalChoice(r, "lease_honour", c.router.lease_honour, kLeaseHonours, "must be \"route\" or \"rank\"");
     r.Optional("admission_control", c.router.admission_control);
     r.Optional("slot_wait", c.router.slot_wait);
     r.Optional("lease_unit_s", c.router.lease_unit_s, 0, 3600);
@@ -169,8 +165,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("min_prefill_budget_s", ic.min_prefill_budget_s, 0, 1e4);
       r.Optional("sp_max_batch", ic.sp_max_batch, 1, 1 << 16);
       r.Optional("slot_hold_s", ic.slot_hold_s, 0, 1e4);
-      OptionalChoice(r, "hold", ic.hold, {{"fixed", HoldPolicy::kFixed}, {"adaptive", HoldPolicy::kAdaptive}},
-                     "must be \"fixed\" (slot_hold_s) or \"adaptive\"");
+      OptionalChoice(r, "hold", ic.hold, kHoldPolicies, "must be \"fixed\" (slot_hold_s) or \"adaptive\"");
       r.Optional("hold_charges_decode", ic.hold_charges_decode);
       r.Optional("max_prefill_batch_tokens", ic.max_prefill_batch_tokens, 1, 1 << 30);
       r.Optional("sp", ic.ablation.sp);

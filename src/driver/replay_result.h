@@ -41,7 +41,7 @@ struct ReplayResult {
   std::string load;
   double tau_s = 0;
   std::string lease = "fixed";  // the router's LeasePolicy
-  std::string lease_honour = "route";  // the router's LeaseHonour
+  std::string lease_honour = "rank";  // the router's LeaseHonour
   std::int64_t continuations = 0;
   std::int64_t same_instance_returns = 0;
   std::int64_t residency_hits = 0;   // placed where the model was already open

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.h"
+
 namespace talaria {
 
 enum class Pool { kHot, kCold };
@@ -17,7 +19,9 @@ enum class HoldPolicy {
   kFixed,     // slot_hold_s after the latest finish (the paper's tau)
   kAdaptive,  // as long as the expected saving beats the expected cost (issue 18)
 };
-inline const char* ToString(HoldPolicy h) { return h == HoldPolicy::kFixed ? "fixed" : "adaptive"; }
+inline constexpr Choices<HoldPolicy, 2> kHoldPolicies{
+    {{{"fixed", HoldPolicy::kFixed}, {"adaptive", HoldPolicy::kAdaptive}}}};
+inline const char* ToString(HoldPolicy h) { return kHoldPolicies.Name(h); }
 
 // Where a hybrid model's recurrent state goes to host with a session's
 // checkpoint. Its state cannot be rolled back, so a host restore reaches

@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/choices.h"
 #include "core/return_model.h"
 #include "core/time.h"
 #include "telemetry/telemetry.h"
@@ -50,14 +51,18 @@ enum class LeasePolicy {
   kFixed,     // tau (the paper's), or sized from a tool-time hint
   kAdaptive,  // as long as the session's learned gaps say, charged by its chance of use
 };
-inline const char* ToString(LeasePolicy p) { return p == LeasePolicy::kFixed ? "fixed" : "adaptive"; }
+inline constexpr Choices<LeasePolicy, 2> kLeasePolicies{
+    {{{"fixed", LeasePolicy::kFixed}, {"adaptive", LeasePolicy::kAdaptive}}}};
+inline const char* ToString(LeasePolicy p) { return kLeasePolicies.Name(p); }
 
 // What a live lease does for its session's return (issue 18).
 enum class LeaseHonour {
   kRoute,  // the paper's Algorithm 1: the return goes to the lease's instance
   kRank,   // the lease reserved admission there: cost placement decides, Eq.5 waived at that instance
 };
-inline const char* ToString(LeaseHonour h) { return h == LeaseHonour::kRoute ? "route" : "rank"; }
+inline constexpr Choices<LeaseHonour, 2> kLeaseHonours{
+    {{{"route", LeaseHonour::kRoute}, {"rank", LeaseHonour::kRank}}}};
+inline const char* ToString(LeaseHonour h) { return kLeaseHonours.Name(h); }
 
 struct RouterOptions {
   RouterPolicy policy = RouterPolicy::kFull;
@@ -78,14 +83,15 @@ struct RouterOptions {
   // model with work (ModelTelemetry::forced_reopen_s): that is a new
   // replica, so cost placement decides it under Eq.2 (full_router_policy.h).
   bool lease_replica_check = false;
-  // kRoute (the paper's): a live lease whose instance still holds the
-  // prefix takes the return there. kRank: the lease is an admission
-  // reservation, not a route: the return is placed by cost (Eq.1), with
-  // Eq.5 waived at the lease's instance (the unit the lease held there was
-  // this return's), so it stays where its prefix is unless Eq.1 finds a
-  // cheaper place, such as an instance whose slot of the model is open
-  // while the lease's has rotated away.
-  LeaseHonour lease_honour = LeaseHonour::kRoute;
+  // kRoute (the paper's Algorithm 1): a live lease whose instance still
+  // holds the prefix takes the return there. kRank (the default since
+  // 2026-12-06, docs/policy-matrix.md "Ninth stop"): the lease is an
+  // admission reservation, not a route: the return is placed by cost
+  // (Eq.1), with Eq.5 waived at the lease's instance (the unit the lease
+  // held there was this return's), so it stays where its prefix is unless
+  // Eq.1 finds a cheaper place, such as an instance whose slot of the
+  // model is open while the lease's has rotated away.
+  LeaseHonour lease_honour = LeaseHonour::kRank;
   // Eq.5 round admission and the KV check filter candidates; off, the router
   // ranks every fresh candidate and never invokes the overload policy.
   bool admission_control = true;

@@ -39,7 +39,7 @@ TEST(ClusterConfigTest, ShippedConfigLoadsWithDefaults) {
   EXPECT_DOUBLE_EQ(c.instances[0].bump_fraction, 0.8);
   EXPECT_EQ(c.instances[0].state_checkpoints, StateCheckpoints::kDoubling);
   EXPECT_EQ(c.instances[0].hold, HoldPolicy::kFixed);
-  EXPECT_EQ(c.router.lease_honour, LeaseHonour::kRoute);  // the paper's Algorithm 1
+  EXPECT_EQ(c.router.lease_honour, LeaseHonour::kRank);  // not the paper's Algorithm 1 (route)
   EXPECT_TRUE(c.instances[0].hold_charges_decode);
   EXPECT_THAT(c.profiles_dir, HasSubstr("profiles"));
 }

@@ -26,7 +26,9 @@ TEST_F(RouterTest, LeaseExpiresAtExactlyTau) {
 }
 
 TEST_F(RouterTest, LiveLeaseRoutesBackAndSuccessorOnlyAfterCompletion) {
-  auto r = Make({});
+  RouterOptions o;
+  o.lease_honour = LeaseHonour::kRoute;  // the paper's Algorithm 1
+  auto r = Make(o);
   Feed(*r, 2, 0);
   r->Route(Req("s", false), AtSeconds(0.1));
   r->OnCompleted("s", "m", 1, 1000, 10, AtSeconds(1.0));
@@ -94,6 +96,7 @@ TEST_F(RouterTest, ALeaseThatWouldOpenItsModelForItAloneGoesToCostPlacement) {
     SCOPED_TRACE(::testing::Message() << "check " << c.check << ", forced " << c.forced_reopen_s << ", m's work "
                                       << c.m_work_s);
     RouterOptions o;
+    o.lease_honour = LeaseHonour::kRoute;  // the paper's Algorithm 1, which the check amends
     o.lease_replica_check = c.check;
     auto r = Make(o);
     Feed(*r, 2, 0);

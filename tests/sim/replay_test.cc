@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -128,8 +129,10 @@ TEST(ReplayTest, FixedReplayCompletesEveryCallInEveryAblation) {
 // One routing run on a shipped testbed (docs/reproduction.md): the talaria
 // configuration, `policy`, lease timeout `tau_s`, offered load as the
 // replay's start scale (0.25: --load high, 2: --load low).
-ReplayResult RoutingRun(const std::string& config, RouterPolicy policy, double tau_s, double start_scale) {
+ReplayResult RoutingRun(const std::string& config, RouterPolicy policy, double tau_s, double start_scale,
+                        std::optional<LeaseHonour> honour = std::nullopt) {
   ClusterConfig c = LoadClusterConfig(kRoot + "/configs/" + config);
+  if (honour) c.router.lease_honour = *honour;
   const ProfileSet profiles = ProfileSet::LoadDirectory(c.profiles_dir);
   const Trace trace = ReadTraceFile(kRoot + "/traces/router-120.jsonl");
   c.router.policy = policy;
@@ -181,9 +184,10 @@ TEST(ReplayTest, ASessionsLastCallLeavesNoLease) {
 // residency hits against none (in between the trend need not be monotone:
 // where a lease sends a return depends on the schedule it meets).
 TEST(ReplayTest, LongerLeasesTradeResidencyForAffinity) {
-  const ReplayResult none = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 0.0, 2.0);
-  const ReplayResult one = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 1.0, 2.0);
-  const ReplayResult five = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 5.0, 2.0);
+  constexpr LeaseHonour kRoute = LeaseHonour::kRoute;  // the paper's Algorithm 1: a lease routes its return
+  const ReplayResult none = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 0.0, 2.0, kRoute);
+  const ReplayResult one = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 1.0, 2.0, kRoute);
+  const ReplayResult five = RoutingRun("tp4-one-model-workers.toml", RouterPolicy::kFull, 5.0, 2.0, kRoute);
   for (const ReplayResult* r : {&none, &one, &five}) EXPECT_EQ(r->calls_completed, 120);
   EXPECT_EQ(none.router_counters.leases_installed, 0);
   EXPECT_GT(one.same_instance_return_rate(), none.same_instance_return_rate());
