@@ -4,6 +4,8 @@
 // value that was actually observed.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -28,6 +30,29 @@ struct WindowedMean {
   void Add(double sample, std::int64_t window) {
     samples = samples < window ? samples + 1 : window;
     value = EwmaStep(value, sample, 1.0 / static_cast<double>(samples));
+  }
+};
+
+// A positive quantity's distribution lately, as a log-normal: the
+// windowed means (WindowedMean) of its logarithm and of the square of it.
+// Adaptive holds read a model's output lengths with it: how likely a
+// caught return's decode is to end before its slot does.
+struct WindowedLogNormal {
+  WindowedMean log;
+  WindowedMean log_sq;
+  void Add(double sample, std::int64_t window) {
+    const double ln = std::log(std::max(sample, 1e-300));
+    log.Add(ln, window);
+    log_sq.Add(ln * ln, window);
+  }
+  // P(a draw <= x); 1 before any sample (nothing says it would not fit).
+  double Cdf(double x) const {
+    if (log.samples == 0) return 1;
+    if (x <= 0) return 0;
+    const double var = std::max(0.0, log_sq.value - log.value * log.value);
+    const double z = std::log(x) - log.value;
+    if (var <= 1e-12) return z >= 0 ? 1 : 0;  // every sample alike
+    return 0.5 * std::erfc(-z / std::sqrt(2 * var));
   }
 };
 

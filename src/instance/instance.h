@@ -396,8 +396,9 @@ class Instance {
     GapDistribution gaps;
     double gone_s;
     double back_by_now;
-    // Per hold length h tried: P(back by the catch bound | not yet), and
-    // (hold_charges_decode) P(back by h | not yet).
+    // Per hold length h tried: P(caught in time to finish its decode in
+    // the slot | not back yet), and (hold_charges_decode) P(back by h | not
+    // back yet), both summed up the grid of h.
     double by_caught = 0;
     double by_h = 0;
     // hold_charges_decode: its readmission in the model's next slot if it

@@ -93,10 +93,18 @@ struct Instance::Model {
   // holds: how long a caught return decodes), over kFinishWindow finishes.
   WindowedMean output_tokens;
   WindowedMean context_tokens;
+  // The same finishes' output lengths as a log-normal: how likely a caught
+  // return's decode is to end before the slot does (DecodeFits).
+  WindowedLogNormal output_dist;
   static constexpr std::int64_t kFinishWindow = 64;
   void ObserveFinish(std::int64_t prompt, std::int64_t output) {
     output_tokens.Add(static_cast<double>(output), kFinishWindow);
     context_tokens.Add(static_cast<double>(prompt + output), kFinishWindow);
+    output_dist.Add(static_cast<double>(std::max<std::int64_t>(output, 1)), kFinishWindow);
+  }
+  // P(a call decoding alone, `token_s` a token, is done within `t_s`).
+  double DecodeFits(double t_s, double token_s) const {
+    return t_s <= 0 ? 0 : token_s <= 0 ? 1 : output_dist.Cdf(t_s / token_s);
   }
 };
 

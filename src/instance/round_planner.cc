@@ -231,14 +231,18 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // Expected returns within h (each conditional on not being back yet), for
   // h on a geometric grid up to the slot's end.
   const double horizon_s = ToSeconds(slot_end - now);
+  const double token_s = active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens.value)) *
+                         active.decode_scale;
+  const double decode_s = active.output_tokens.value * token_s;
   // A return caught later than its decode's length before the slot's end is
   // swapped out at the end and waits for the model's next slot all the same:
-  // only catches up to then save W.
-  const double decode_s = active.output_tokens.value *
-                          active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens.value)) *
-                          active.decode_scale;
+  // only the catches whose decode fits in what is left of the slot save W.
+  // Without hold_charges_decode, those caught up to the mean decode's length
+  // before the end; with it, each catch weighed by the chance that its
+  // decode, drawn from the model's output lengths lately, fits (DecodeFits).
   const double catch_by_s = horizon_s - decode_s;
   const bool charges_decode = config_.hold_charges_decode;
+  auto fits = [&](double t_s) { return active.DecodeFits(horizon_s - t_s, token_s); };
   // S: while the next slot's model is still being staged, a switch now
   // would reload the rest of its weights from host at the rate staging
   // copies them, so the first S seconds of a hold (or of a caught call's
@@ -256,26 +260,31 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   constexpr double kMinHoldS = 0.005;
   double best_gain = 0;
   double best_h = 0;
-  double expected = 0;  // returns expected by the slot's end
+  double expected = 0;  // returns expected by the slot's end (caught in time to finish)
   double saved_s = 0;   // hold_charges_decode: sum over the catches by h of W - (when caught)
   double prev_h = 0;
   for (int k = 0; k < kGrid; ++k) {
     const double h = horizon_s <= kMinHoldS ? horizon_s
                                             : kMinHoldS * std::pow(horizon_s / kMinHoldS, static_cast<double>(k + 1) / kGrid);
-    // Each candidate's chance of being caught by h (and, charging decode,
-    // of being back by h), once per h: the gain below reads them.
+    const double mid = 0.5 * (prev_h + h);
+    // Each candidate's chance of being caught by h in time to finish (and,
+    // charging decode, of being back by h), once per h: the gain reads them.
     const double caught_by = std::min(h, catch_by_s);
+    const double fit_mid = charges_decode ? fits(mid) : 0;
     double returns = 0;
     double readmits_s = 0;  // hold_charges_decode: the caught returns' readmissions avoided
-    double none = 1;  // hold_charges_decode: P(no return by h)
+    double none = 1;        // hold_charges_decode: P(no return by h)
     for (HoldCandidate& g : gone) {
-      g.by_caught = caught_by > 0 ? g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by) : 0;
-      returns += g.by_caught;
       if (charges_decode) {
+        const double by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
+        g.by_caught += (by_h - g.by_h) * fit_mid;  // those back between the grid points, at their midpoint
+        g.by_h = by_h;
         readmits_s += g.by_caught * g.readmit_s;
-        g.by_h = g.gaps.WithinGiven(g.back_by_now, g.gone_s + h);
-        none *= 1 - g.by_h;
+        none *= 1 - by_h;
+      } else {
+        g.by_caught = caught_by > 0 ? g.gaps.WithinGiven(g.back_by_now, g.gone_s + caught_by) : 0;
       }
+      returns += g.by_caught;
     }
     double gain = 0;
     if (!charges_decode) {
@@ -283,27 +292,28 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     } else {
       // A return caught t into the hold saves W - t (the returns caught
       // between two grid points, at their midpoint). Once one is caught it
-      // decodes alone for D and the N calls wait for that too (by C); the others
-      // that come back meanwhile enter by SP, each weighed by the chance
-      // that another session (not itself) was caught.
-      saved_s += (returns - expected) * std::max(0.0, missed_wait_s - 0.5 * (prev_h + h));
-      prev_h = h;
-      const double caught_from = std::max(caught_by, 0.0);
-      const double joined_by = std::min(h + decode_s, catch_by_s);
+      // decodes alone for D and the N calls wait for that too (by C); the
+      // others that come back meanwhile enter by SP, each weighed by the
+      // chance that another session (not itself) was caught and by the
+      // chance that its own decode fits.
+      saved_s += (returns - expected) * std::max(0.0, missed_wait_s - mid);
+      const double join_mid = h + 0.5 * decode_s;
+      const double fit_join = fits(join_mid);
       double joining = 0;
-      if (joined_by > caught_from) {
+      if (fit_join > 0) {
         for (const HoldCandidate& g : gone) {
           const double others_caught = g.by_h < 1 ? 1 - none / (1 - g.by_h) : 0;
-          joining += others_caught * (g.gaps.WithinGiven(g.back_by_now, g.gone_s + joined_by) - g.by_caught);
+          joining += others_caught * (g.gaps.WithinGiven(g.back_by_now, g.gone_s + h + decode_s) - g.by_h);
         }
       }
-      const double join_saves = std::max(0.0, missed_wait_s - 0.5 * (caught_from + joined_by));
+      const double join_saves = fit_join * std::max(0.0, missed_wait_s - join_mid);
       // Each catch spares its readmission to itself and to the calls
       // waiting behind the model's next slot; staging uses the first S of
       // the slot's extension.
       gain = saved_s + joining * join_saves + readmits_s * (1 + delayed) -
              std::max(0.0, h + (1 - none) * company * decode_s - staging_s) * delayed;
     }
+    prev_h = h;
     expected = returns;
     if (gain > best_gain) best_gain = gain, best_h = h;
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace talaria {
@@ -92,6 +93,23 @@ TEST(ArrivalRateTest, OneOverTheMeanInterval) {
   TimePoint t = TimePoint{} + FromSeconds(1.0);
   for (std::int64_t i = 0; i < 4 * ArrivalRate::kWindow; ++i) r.Observe(t += FromSeconds(0.1));
   EXPECT_NEAR(r.PerSecond(), 10.0, 0.5);  // the old pace has all but left the window
+}
+
+// Output lengths 1, 10, 100, 1000 (ln spread evenly around ln 31.6): half
+// lie below the geometric mean, and the heavy tail that puts the plain
+// mean at 278 still leaves most draws short.
+TEST(WindowedLogNormalTest, CdfOfTheLogsMeanAndSpread) {
+  WindowedLogNormal d;
+  EXPECT_EQ(d.Cdf(5), 1);  // nothing seen: nothing says it would not fit
+  for (double x : {1.0, 10.0, 100.0, 1000.0}) d.Add(x, 64);
+  EXPECT_NEAR(d.Cdf(std::sqrt(1000.0)), 0.5, 1e-9);
+  EXPECT_NEAR(d.Cdf(278), 0.80, 0.01);  // the plain mean: most draws below it
+  EXPECT_LT(d.Cdf(2), d.Cdf(20));
+  EXPECT_EQ(d.Cdf(0), 0);
+  WindowedLogNormal same;
+  for (int i = 0; i < 3; ++i) same.Add(50, 64);
+  EXPECT_EQ(same.Cdf(49.9), 0);  // no spread: a step at the value
+  EXPECT_EQ(same.Cdf(50.1), 1);
 }
 
 }  // namespace

@@ -332,5 +332,30 @@ TEST(ColdInstanceTest, AnAdaptiveHoldFollowsTheAgentsHints) {
   }
 }
 
+// A catch counts by the chance that its decode fits in what is left of the
+// slot. Model m's calls lately decoded 1 token but for one of 10,000, so the
+// mean decode (about 20 s) outlasts any slot (the round bound is 9 s) while
+// most calls take 0.01 s. With nothing else waiting, b's slot is held for
+// its return, which is likely and likely to finish: b1 enters by SP. (A
+// rule that let a catch count only up to the mean decode's length before
+// the slot's end held nothing here.)
+TEST(ColdInstanceTest, AnAdaptiveHoldWeighsACatchByTheChanceItsDecodeFits) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.hold = HoldPolicy::kAdaptive;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("m");
+  std::vector<Harness::Call> calls = {{0, "d0", 0, "m", 100, 0, 10000}};
+  for (int i = 1; i <= 3; ++i) calls.push_back({100.0 + i, "d" + std::to_string(i), 0, "m", 100, 0, 1});
+  Harness::Call b0{120, "b", 0, "m", 100, 0, 1};
+  b0.hint_tool_s = 0.3;
+  calls.push_back(b0);
+  calls.push_back({120.5, "b", 1, "m", 150, 101, 1});
+  h.Run(calls);
+  ASSERT_GT(ToSeconds(h.Finished("d00").finished), 100);  // the long decode is in the window
+  ASSERT_LT(ToSeconds(h.Finished("b0").finished), 120.3);
+  EXPECT_EQ(h.Finished("b1").path, AdmitPath::kSessionPrefill);
+  EXPECT_GE(h.instance().counters().hold_hits, 1);
+}
+
 }  // namespace
 }  // namespace talaria
