@@ -436,5 +436,46 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   }
 }
 
+// An instance's snapshot is input like any other: a number the router would
+// compute with is checked for its range, and the error names the field and
+// the value. Rounding past a bound is clamped, not refused.
+TEST(TelemetryJsonTest, NumbersOutOfRangeAreRefusedByName) {
+  InstanceTelemetry t;
+  t.instance = "i1";
+  t.models.push_back(ModelTelemetry{});
+  t.models[0].name = "a";
+  t.sessions.emplace("s", CachedPrefix{"a", KvState::kDevice, 64});
+  struct Bad {
+    std::string pointer;  // a JSON pointer into the snapshot
+    json value;
+    std::string names;  // what the error says
+  };
+  const std::vector<Bad> bad = {
+      {"/models/0/queued_work_s", -1.0, "models[].queued_work_s: must be a number >= 0 and <= 1e+09, got -1.0"},
+      {"/models/0/queued", 2.5, "models[].queued: must be a whole number"},
+      {"/models/0/running", -3, "models[].running: must be a whole number >= 0"},
+      {"/models/0/prefill_scale", 0.0, "models[].prefill_scale: must be a positive number"},
+      {"/models/0/staged_coverage", 1.5, "models[].staged_coverage: must be a number >= 0 and <= 1, got 1.5"},
+      {"/models/0/switch_in_s", "fast", "models[].switch_in_s: "},
+      {"/taken_at_s", 1e300, "taken_at_s: must be a number >= 0 and <= 1e+09"},
+      {"/kv_free_bytes", -1, "kv_free_bytes: must be a whole number >= 0"},
+      {"/sessions/s/tokens", -5, "sessions.s.tokens: must be a whole number >= 0"},
+  };
+  std::string error;
+  for (const Bad& b : bad) {
+    json j = TelemetryToJson(t);
+    j[json::json_pointer(b.pointer)] = b.value;
+    EXPECT_FALSE(TelemetryFromJson(j, error).has_value()) << b.pointer;
+    EXPECT_NE(error.find(b.names), std::string::npos) << error;
+  }
+  json j = TelemetryToJson(t);
+  j["models"][0]["admit_wait_s"] = -1e-12;
+  j["models"][0]["staged_coverage"] = 1 + 1e-12;
+  const auto rounded = TelemetryFromJson(j, error);
+  ASSERT_TRUE(rounded.has_value()) << error;
+  EXPECT_EQ(rounded->models[0].admit_wait_s, 0.0);
+  EXPECT_EQ(rounded->models[0].staged_coverage, 1.0);
+}
+
 }  // namespace
 }  // namespace talaria
