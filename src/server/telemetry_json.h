@@ -18,8 +18,8 @@ nlohmann::json TelemetryToJson(const InstanceTelemetry& t);
 // Parses a snapshot; on a missing or wrong-typed field, or a number out of
 // the range the router computes with (a negative time, count or size, a
 // scale of 0, a coverage above 1, a time past 1e9 s), returns nullopt and
-// names the field and the value in `error`. The gateway counts that poll
-// as unanswered.
+// names the field and the value in `error`. The gateway treats that poll
+// as unanswered: the instance is unhealthy until a good snapshot comes.
 std::optional<InstanceTelemetry> TelemetryFromJson(const nlohmann::json& j, std::string& error);
 
 }  // namespace talaria
