@@ -205,8 +205,9 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // the N calls waiting now but the calls that arrive while a missed return
   // waits W (A W: the other models' calls, the active model's first calls).
   const double missed_wait_s = stakes.missed_wait_s * wait_calibration_.Scale();
-  const double delayed =
-      stakes.waiting > 0 ? static_cast<double>(stakes.waiting) + stakes.arrivals_per_s * missed_wait_s : 0;
+  const double waiting = static_cast<double>(stakes.waiting);
+  const double arriving = stakes.waiting > 0 ? stakes.arrivals_per_s * missed_wait_s : 0;
+  const double delayed = waiting + arriving;
   // The idle sessions that finished on the active model lately: each one's
   // gap distribution and how likely it was to be back by now, once.
   std::vector<HoldCandidate>& gone = hold_scratch_;  // reused: a scheduler step allocates nothing
@@ -250,11 +251,15 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // shorter.
   // (Unused while nothing waits: the cost side is then 0.)
   const double staging_s = stakes.waiting > 0 ? StagingLeftSeconds(now) : 0;
-  // A return that misses decodes in the model's next slot; with company
-  // (the model's other calls arriving within W) its decode shares their
-  // batch, alone it would take a slot of its own there too. So a caught
-  // return's lone decode costs the waiting calls extra only by the chance
-  // of that company.
+  // A caught return decodes alone for D, and the N calls waiting now wait
+  // for that too. A return that misses decodes in the model's next slot:
+  // with company (the model's other calls arriving within W) it shares
+  // their batch there, alone it takes a slot of its own, which the calls
+  // arriving meanwhile (A W) would wait for all the same. So D costs the N
+  // waiting calls in full and the A W arriving ones by the chance of that
+  // company (before 2026-12-07 both only by that chance, which undercharged
+  // holds made while calls wait: docs/policy-matrix.md "Ninth stop,
+  // continued").
   const double company = charges_decode ? 1 - std::exp(-active.arrivals.PerSecond() * missed_wait_s) : 0;
   constexpr int kGrid = 24;
   constexpr double kMinHoldS = 0.005;
@@ -310,8 +315,10 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
       // Each catch spares its readmission to itself and to the calls
       // waiting behind the model's next slot; staging uses the first S of
       // the slot's extension.
+      const double caught_decode_s = (1 - none) * decode_s;
       gain = saved_s + joining * join_saves + readmits_s * (1 + delayed) -
-             std::max(0.0, h + (1 - none) * company * decode_s - staging_s) * delayed;
+             std::max(0.0, h + caught_decode_s - staging_s) * waiting -
+             std::max(0.0, h + company * caught_decode_s - staging_s) * arriving;
     }
     prev_h = h;
     expected = returns;

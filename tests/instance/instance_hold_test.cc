@@ -191,17 +191,17 @@ TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotWaitForAReturnTheSlotCannotFinish) {
 }
 
 // hold_charges_decode: a caught return decodes alone in the held slot, and
-// every waiting call waits for that too, when the model's next slot would
-// have batched it with the model's other calls (company: calls arriving
-// within W); one that misses is readmitted there (restored from host KV, or
-// recomputed without HKVR), which a catch spares. A session that says it is
-// back in 0.3 s keeps the slot while another model's call waits when its
-// calls decode 1 token; when they decode 150 (1.5 s each, longer than that
-// call would wait for the GPU) only the rule that leaves the decode out
-// holds, or, with no company, the rule that charges it (a return that
-// misses would take a slot of its own for its decode all the same), or a
-// context of 3,000 tokens without HKVR (its recompute, 3 s, outweighs the
-// decode; HKVR's restore of it does not). Company here is session c's calls
+// the call waiting now waits for that too (the calls that would arrive
+// while a missed return waits are charged it only when the model's next
+// slot would have batched the return with the model's other calls, its
+// company: calls arriving within W); one that misses is readmitted there
+// (restored from host KV, or recomputed without HKVR), which a catch
+// spares. A session that says it is back in 0.3 s keeps the slot while
+// another model's call waits when its calls decode 1 token; when they
+// decode 150 (1.5 s each, longer than that call would wait for the GPU)
+// only the rule that leaves the decode out holds, or a context of 3,000
+// tokens without HKVR (its recompute, 3 s, outweighs the decode; HKVR's
+// restore of it does not). Company here is session c's calls
 // on m, every 0.2 s, ending 2.4 s before b's (first calls on m stay rare:
 // A W stays small). The staging of n is done before b's first call.
 TEST(ColdInstanceTest, AnAdaptiveHoldChargingDecodeWeighsTheCaughtCallsDecode) {
@@ -215,7 +215,7 @@ TEST(ColdInstanceTest, AnAdaptiveHoldChargingDecodeWeighsTheCaughtCallsDecode) {
   };
   const std::vector<Case> cases = {
       {false, false, 1, 100, true, true},      {false, false, 150, 100, true, true},
-      {false, true, 1, 100, true, true},       {false, true, 150, 100, true, true},
+      {false, true, 1, 100, true, true},       {false, true, 150, 100, true, false},
       {true, false, 1, 100, true, true},       {true, false, 150, 100, true, true},
       {true, true, 1, 100, true, true},        {true, true, 150, 100, true, false},
       {true, true, 150, 3000, true, false},    {true, true, 150, 3000, false, true},
