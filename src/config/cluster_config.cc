@@ -155,8 +155,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("block_tokens", ic.block_tokens, 1, 1 << 16);
       r.Optional("staging_chunk_mib", ic.staging_chunk_mib, 1, 1 << 20);
       r.Optional("host_kv_gib_per_rank", ic.host_kv_gib_per_rank, 0, 1 << 20);
-      OptionalChoice(r, "state_checkpoints", ic.state_checkpoints,
-                     {{"doubling", StateCheckpoints::kDoubling}, {"context_end", StateCheckpoints::kContextEnd}},
+      OptionalChoice(r, "state_checkpoints", ic.state_checkpoints, kStateCheckpoints,
                      "must be \"doubling\" or \"context_end\"");
       r.Optional("ttft_target_s", ic.ttft_target_s, 0.01, 1e5);
       r.Optional("tpot_target_s", ic.tpot_target_s, 1e-4, 1e3);

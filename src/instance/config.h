@@ -34,9 +34,9 @@ enum class StateCheckpoints {
   // more states per session (shared by sessions whose prefixes agree).
   kDoubling,
 };
-inline const char* ToString(StateCheckpoints c) {
-  return c == StateCheckpoints::kContextEnd ? "context_end" : "doubling";
-}
+inline constexpr Choices<StateCheckpoints, 2> kStateCheckpoints{
+    {{{"doubling", StateCheckpoints::kDoubling}, {"context_end", StateCheckpoints::kContextEnd}}}};
+inline const char* ToString(StateCheckpoints c) { return kStateCheckpoints.Name(c); }
 
 struct Ablation {
   bool sp = true;           // session-prefill: admit continuations mid-slot
