@@ -383,9 +383,15 @@ class Instance {
   struct HoldStakes {
     std::int64_t waiting = 0;
     double missed_wait_s = 0;
-    // The calls a hold also delays, per second lately: the other models'
-    // calls and the active model's first calls (they enter at a slot's start).
+    // The calls a hold also delays, per second lately, over all of W: first
+    // calls (they enter only at a slot's start; the active model's and the
+    // other models') and the calls of models with no work.
     double arrivals_per_s = 0;
+    // And the returns to the other models in the rotation that arrive
+    // before their model's slot starts (one arriving during it enters by
+    // SP): the sum of each one's return rate times its slot's start, seconds
+    // from now. Not scaled by the wait calibration (the caller scales both).
+    double arrivals_before_slot = 0;
   };
   HoldStakes HoldStakesNow() const;
   // W as adaptive holds measured it against HoldStakesNow's prediction.

@@ -178,20 +178,33 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
   stakes.arrivals_per_s = active.first_calls.PerSecond();
   // No other model with work, no switch: a return that misses finds the
   // model still open, in a fresh slot (W = 0).
+  // The other models in the rotation's order (NextModelWithWork's), so
+  // that each one's slot start is known: a return for it that arrives
+  // before then waits for that slot, which a hold delays; one that arrives
+  // during it enters by SP, held or not. A first call waits for a slot's
+  // start either way, and a model with no work has no place in the
+  // rotation yet: their calls count over all of W.
+  const auto n = static_cast<std::int32_t>(models_.size());
   bool switches_away = false;
-  for (std::size_t i = 0; i < models_.size(); ++i) {
-    const Model& m = *models_[i];
-    if (static_cast<std::int32_t>(i) == active_) continue;
-    stakes.arrivals_per_s += m.arrivals.PerSecond();
-    if (!HasWork(m)) continue;
-    if (!switches_away) stakes.missed_wait_s += active.switch_in_estimate_s;  // the switch back
+  double slots_s = 0;  // the other models' slots so far, switches in included
+  for (std::int32_t k = 1; k < n; ++k) {
+    const Model& m = *models_[static_cast<std::size_t>((active_ + k) % n)];
+    if (!HasWork(m)) {
+      stakes.arrivals_per_s += m.arrivals.PerSecond();
+      continue;
+    }
     switches_away = true;
     stakes.waiting += static_cast<std::int64_t>(m.queue.size() + m.running.size());
     const double t_d =
         m.profile->DecodeStepSeconds(std::max<std::int32_t>(1, static_cast<std::int32_t>(m.running.size())),
                                      static_cast<std::int64_t>(m.context_tokens.value));
-    stakes.missed_wait_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d + m.switch_in_estimate_s;
+    slots_s += m.switch_in_estimate_s;
+    const double first = m.first_calls.PerSecond();
+    stakes.arrivals_per_s += first;
+    stakes.arrivals_before_slot += std::max(0.0, m.arrivals.PerSecond() - first) * slots_s;
+    slots_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d;
   }
+  if (switches_away) stakes.missed_wait_s = slots_s + active.switch_in_estimate_s;  // and the switch back
   return stakes;
 }
 
@@ -203,10 +216,15 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // W as measured: the queues' prediction scaled by how the ways back
   // compared with it. And the cost side to match: a hold delays not only
   // the N calls waiting now but the calls that arrive while a missed return
-  // waits W (A W: the other models' calls, the active model's first calls).
+  // waits W and then wait for a slot it delays (A W: first calls, and the
+  // other models' returns that come before their slot; HoldStakes; before
+  // 2026-12-07 every call of the other models over all of W).
   const double missed_wait_s = stakes.missed_wait_s * wait_calibration_.Scale();
   const double waiting = static_cast<double>(stakes.waiting);
-  const double arriving = stakes.waiting > 0 ? stakes.arrivals_per_s * missed_wait_s : 0;
+  const double arriving =
+      stakes.waiting > 0
+          ? (stakes.arrivals_per_s * stakes.missed_wait_s + stakes.arrivals_before_slot) * wait_calibration_.Scale()
+          : 0;
   const double delayed = waiting + arriving;
   // The idle sessions that finished on the active model lately: each one's
   // gap distribution and how likely it was to be back by now, once.

@@ -131,6 +131,34 @@ TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheCallsArrivingWhileAMissedReturnWai
   }
 }
 
+// Of the calls arriving while a missed return waits, the hold delays the
+// first calls (they enter only at a slot's start) and the returns that come
+// before their model's slot starts; a return that comes during its model's
+// slot enters by SP, held or not. The same scene as above with n's recent
+// calls one session's returns, 5 a second (z: 20 calls 0.2 s apart, each
+// one token on top of the last), and x's prompt 2,000 tokens (a return that
+// misses waits ~4 s for m's next slot): the one call of n waiting (x) and
+// the returns expected before n's slot opens (a switch away) are not worth
+// b's likely return, so the slot is held. Counting every arrival over all
+// of W (the rule before 2026-12-07) charges those returns as if they were
+// first calls and does not hold.
+TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotChargeReturnsThatEnterDuringTheirSlot) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.hold = HoldPolicy::kAdaptive;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("n");
+  std::vector<Harness::Call> calls;
+  for (int i = 0; i < 20; ++i) calls.push_back({0.2 * i, "z", i, "n", 100 + i, i == 0 ? 0 : 99 + i, 1});
+  for (const Harness::Call& b : BackEveryHalfSecondAnd({1.5, "x", 0, "n", 2000, 0, 1})) {
+    calls.push_back(b);
+    calls.back().at_s += 5;  // after z
+  }
+  h.Run(calls);
+  ASSERT_LT(ToSeconds(h.Finished("z19").finished), 4.0);  // z's calls came as returns, 5 a second
+  EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
+  EXPECT_GT(ToSeconds(h.Finished("x0").first_token), 7.0);  // after the held slot caught b4
+}
+
 // The way back is measured: two models whose calls decode for many slots
 // each run their slots to the budget, so a model that switches out with
 // work waits a whole slot of the other's, not the other's queued prefill
