@@ -137,9 +137,10 @@ TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheCallsArrivingWhileAMissedReturnWai
 // slot enters by SP, held or not. The same scene as above with n's recent
 // calls one session's returns, 5 a second (z: 20 calls 0.2 s apart, each
 // one token on top of the last), and x's prompt 2,000 tokens (a return that
-// misses waits ~4 s for m's next slot): the one call of n waiting (x) and
-// the returns expected before n's slot opens (a switch away) are not worth
-// b's likely return, so the slot is held. Counting every arrival over all
+// misses waits ~4 s for m's next slot): holding delays the one call of n
+// waiting (x) and the returns expected before n's slot opens (a switch
+// away), which costs less than b's likely return saves, so the slot is
+// held. Counting every arrival over all
 // of W (the rule before 2026-12-07) charges those returns as if they were
 // first calls and does not hold.
 TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotChargeReturnsThatEnterDuringTheirSlot) {
