@@ -217,7 +217,10 @@ const Instance::Step& Instance::Plan(TimePoint now, TimePoint horizon) {
     if (config_.pool == Pool::kHot && PlanPrefill(now, false)) break;
     if (config_.pool == Pool::kCold && config_.ablation.sp && PlanPrefill(now, true)) break;
     if (PlanDecode(now, horizon)) break;
-    if (const TimePoint until = HoldUntil(now); until != kNever) {
+    // A hold must end after now: one ending by now would wake the planner
+    // at this same instant again and again (none of the hold rules return
+    // one; a hold that did is taken as none).
+    if (const TimePoint until = HoldUntil(now); until != kNever && until > now) {
       if (!holding_) ++counters_.holds;
       holding_ = true;
       step_.wake_at = until;  // idle, slot open: a return may still enter by SP
