@@ -313,6 +313,12 @@ class Instance {
   void TakeHostDrops();
   std::int32_t ModelIndex(const std::string& name) const;
   bool HasWork(const Model& m) const;
+  // The rotation's order: the index of the k-th model after `after` (from
+  // the first model when after < 0), wrapping around.
+  std::int32_t ModelAfter(std::int32_t after, std::int32_t k) const {
+    const auto n = static_cast<std::int32_t>(models_.size());
+    return ((after < 0 ? -1 : after) + k + n) % n;
+  }
   std::int32_t NextModelWithWork(std::int32_t after) const;
   // The model whose slot comes next after the active one's: the next with
   // work, passing over a closed one whose open is deferred (DeferredForSeconds).
@@ -383,15 +389,13 @@ class Instance {
   struct HoldStakes {
     std::int64_t waiting = 0;
     double missed_wait_s = 0;
-    // The calls a hold also delays, per second lately, over all of W: first
-    // calls (they enter only at a slot's start; the active model's and the
-    // other models') and the calls of models with no work.
-    double arrivals_per_s = 0;
-    // And the returns to the other models in the rotation that arrive
-    // before their model's slot starts (one arriving during it enters by
-    // SP): the sum of each one's return rate times its slot's start, seconds
-    // from now. Not scaled by the wait calibration (the caller scales both).
-    double arrivals_before_slot = 0;
+    // The calls expected to arrive while a missed return waits W that then
+    // wait for a slot the hold delays (A W), by the queues' W, before the
+    // wait calibration: first calls (they enter only at a slot's start;
+    // the active model's and the other models') and the calls of models
+    // with no work over all of W, and the other models' returns until their
+    // model's slot starts (one arriving during it enters by SP).
+    double delayed_arrivals = 0;
   };
   HoldStakes HoldStakesNow() const;
   // W as adaptive holds measured it against HoldStakesNow's prediction.

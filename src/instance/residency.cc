@@ -105,10 +105,9 @@ std::int32_t Instance::StagingTarget() const {
   // A switch to a closed model opens it whole from host (PlanSwitch), so
   // only a resident model's switch can gather staged chunks: closed models
   // are passed over, whether the round opens them next or defers them.
-  const auto n = static_cast<std::int32_t>(models_.size());
   std::int32_t first_resident = -1;
-  for (std::int32_t k = 1; k < n; ++k) {
-    const std::int32_t i = (active_ + k) % n;
+  for (std::int32_t k = 1; k < static_cast<std::int32_t>(models_.size()); ++k) {
+    const std::int32_t i = ModelAfter(active_, k);
     const Model& m = *models_[static_cast<std::size_t>(i)];
     if (!m.resident) continue;
     if (HasWork(m)) return i;

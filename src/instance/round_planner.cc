@@ -16,7 +16,7 @@ bool Instance::HasWork(const Model& m) const { return !m.queue.empty() || !m.run
 std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
   const auto n = static_cast<std::int32_t>(models_.size());
   for (std::int32_t k = 1; k <= n; ++k) {
-    const std::int32_t i = ((after < 0 ? -1 : after) + k + n) % n;
+    const std::int32_t i = ModelAfter(after, k);
     if (HasWork(*models_[static_cast<std::size_t>(i)])) return i;
   }
   return -1;
@@ -28,7 +28,7 @@ std::int32_t Instance::NextSlotModel(TimePoint now) const {
   const auto n = static_cast<std::int32_t>(models_.size());
   std::int32_t first = -1;
   for (std::int32_t k = 1; k <= n; ++k) {
-    const std::int32_t i = ((active_ < 0 ? -1 : active_) + k + n) % n;
+    const std::int32_t i = ModelAfter(active_, k);
     const Model& m = *models_[static_cast<std::size_t>(i)];
     if (!HasWork(m)) continue;
     if (DeferredForSeconds(m, now, 0) <= 0) return i;
@@ -175,22 +175,22 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
   // at a slot's start (P), not mid-slot (SP).
   HoldStakes stakes;
   stakes.waiting = static_cast<std::int64_t>(active.queue.size());
-  stakes.arrivals_per_s = active.first_calls.PerSecond();
-  // No other model with work, no switch: a return that misses finds the
-  // model still open, in a fresh slot (W = 0).
-  // The other models in the rotation's order (NextModelWithWork's), so
-  // that each one's slot start is known: a return for it that arrives
-  // before then waits for that slot, which a hold delays; one that arrives
-  // during it enters by SP, held or not. A first call waits for a slot's
-  // start either way, and a model with no work has no place in the
-  // rotation yet: their calls count over all of W.
-  const auto n = static_cast<std::int32_t>(models_.size());
+  // The other models in the rotation's order, so that each one's slot
+  // start is known: a return for it that arrives before then waits for
+  // that slot, which a hold delays; one that arrives during it enters by
+  // SP, held or not. A first call waits for a slot's start either way, and
+  // a model with no work has no place in the rotation yet: their calls
+  // count over all of W (per second, `over_wait`). No other model with
+  // work, no switch: a return that misses finds the model still open, in
+  // a fresh slot (W = 0).
+  double over_wait = active.first_calls.PerSecond();
+  double before_slot = 0;  // the other models' returns expected before their slot starts
   bool switches_away = false;
   double slots_s = 0;  // the other models' slots so far, switches in included
-  for (std::int32_t k = 1; k < n; ++k) {
-    const Model& m = *models_[static_cast<std::size_t>((active_ + k) % n)];
+  for (std::int32_t k = 1; k < static_cast<std::int32_t>(models_.size()); ++k) {
+    const Model& m = *models_[static_cast<std::size_t>(ModelAfter(active_, k))];
     if (!HasWork(m)) {
-      stakes.arrivals_per_s += m.arrivals.PerSecond();
+      over_wait += m.arrivals.PerSecond();
       continue;
     }
     switches_away = true;
@@ -200,11 +200,12 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
                                      static_cast<std::int64_t>(m.context_tokens.value));
     slots_s += m.switch_in_estimate_s;
     const double first = m.first_calls.PerSecond();
-    stakes.arrivals_per_s += first;
-    stakes.arrivals_before_slot += std::max(0.0, m.arrivals.PerSecond() - first) * slots_s;
+    over_wait += first;
+    before_slot += std::max(0.0, m.arrivals.PerSecond() - first) * slots_s;
     slots_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d;
   }
   if (switches_away) stakes.missed_wait_s = slots_s + active.switch_in_estimate_s;  // and the switch back
+  stakes.delayed_arrivals = over_wait * stakes.missed_wait_s + before_slot;
   return stakes;
 }
 
@@ -219,12 +220,10 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // waits W and then wait for a slot it delays (A W: first calls, and the
   // other models' returns that come before their slot; HoldStakes; before
   // 2026-12-07 every call of the other models over all of W).
-  const double missed_wait_s = stakes.missed_wait_s * wait_calibration_.Scale();
+  const double calibration = wait_calibration_.Scale();
+  const double missed_wait_s = stakes.missed_wait_s * calibration;
   const double waiting = static_cast<double>(stakes.waiting);
-  const double arriving =
-      stakes.waiting > 0
-          ? (stakes.arrivals_per_s * stakes.missed_wait_s + stakes.arrivals_before_slot) * wait_calibration_.Scale()
-          : 0;
+  const double arriving = stakes.waiting > 0 ? stakes.delayed_arrivals * calibration : 0;
   const double delayed = waiting + arriving;
   // The idle sessions that finished on the active model lately: each one's
   // gap distribution and how likely it was to be back by now, once.

@@ -140,9 +140,8 @@ TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheCallsArrivingWhileAMissedReturnWai
 // misses waits ~4 s for m's next slot): holding delays the one call of n
 // waiting (x) and the returns expected before n's slot opens (a switch
 // away), which costs less than b's likely return saves, so the slot is
-// held. Counting every arrival over all
-// of W (the rule before 2026-12-07) charges those returns as if they were
-// first calls and does not hold.
+// held. Counting every arrival over all of W (the rule before 2026-12-07)
+// charges those returns as if they were first calls and does not hold.
 TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotChargeReturnsThatEnterDuringTheirSlot) {
   InstanceConfig c = Cold({"m", "n"});
   c.hold = HoldPolicy::kAdaptive;
