@@ -74,6 +74,30 @@ struct ArrivalRate {
   bool seen_ = false;
 };
 
+// The share of time spent working lately: the mean length of the last
+// `kWindow` steps over the mean time from one step's end to the next's
+// (the idle time before a step included); 0 until two steps have ended.
+// Adaptive holds read an instance's with it how long a delay inserted now
+// keeps shifting the slots after it (the rest of the busy period).
+struct BusyFraction {
+  static constexpr std::int64_t kWindow = 64;
+  void Step(TimePoint start, TimePoint end) {
+    if (seen_) {
+      busy_s_.Add(ToSeconds(end - start), kWindow);
+      span_s_.Add(ToSeconds(end - last_end_), kWindow);
+    }
+    seen_ = true;
+    last_end_ = end;
+  }
+  double Value() const { return span_s_.value > 0 ? std::min(1.0, busy_s_.value / span_s_.value) : 0; }
+
+ private:
+  WindowedMean busy_s_;
+  WindowedMean span_s_;
+  TimePoint last_end_;
+  bool seen_ = false;
+};
+
 // 1-based nearest rank of p_q among n observations. REQUIRES: n > 0, 0 <= q <= 100.
 std::size_t NearestRankIndex(std::size_t n, double q);
 

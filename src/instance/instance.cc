@@ -356,6 +356,7 @@ void Instance::Commit(TimePoint end, const SwitchTiming& timing, InstanceEvents&
   TALARIA_CHECK(in_flight_, "Commit without a planned step");
   in_flight_ = false;
   const double took = ToSeconds(end - step_start_);
+  busy_.Step(step_start_, end);
   switch (step_.kind) {
     case Step::Kind::kIdle:
       break;

@@ -396,6 +396,9 @@ class Instance {
     // with no work over all of W, and the other models' returns until their
     // model's slot starts (one arriving during it enters by SP).
     double delayed_arrivals = 0;
+    // Of those, the first calls (new sessions): they keep arriving over the
+    // rest of the busy period, not over W only (AdaptiveHoldUntil).
+    double first_arrivals = 0;
   };
   HoldStakes HoldStakesNow() const;
   // W as adaptive holds measured it against HoldStakesNow's prediction.
@@ -483,6 +486,7 @@ class Instance {
   bool p_done_ = false;
   std::int64_t slot_serial_ = 0;
   bool holding_ = false;
+  BusyFraction busy_;  // its steps' share of time lately (adaptive holds)
   bool round_open_ = false;
   bool slot_round_counted_ = false;
   std::int32_t round_last_model_ = -1;

@@ -11,6 +11,14 @@ namespace talaria {
 using instance_internal::IterationsCovering;
 using instance_internal::kNever;
 
+namespace {
+// Adaptive holds: the busy fraction read for the busy period's length. Near
+// 1 its estimate W / (1 - rho) grows without bound on a fraction measured
+// over 64 steps; capped here, a first call counts over at most 10 W.
+// (Measured at 0.75, 0.9 and 0.99: docs/policy-matrix.md "Eleventh stop".)
+constexpr double kMaxBusyFraction = 0.9;
+}  // namespace
+
 bool Instance::HasWork(const Model& m) const { return !m.queue.empty() || !m.running.empty(); }
 
 std::int32_t Instance::NextModelWithWork(std::int32_t after) const {
@@ -183,7 +191,8 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
   // count over all of W (per second, `over_wait`). No other model with
   // work, no switch: a return that misses finds the model still open, in
   // a fresh slot (W = 0).
-  double over_wait = active.first_calls.PerSecond();
+  double first_per_s = active.first_calls.PerSecond();
+  double over_wait = first_per_s;
   double before_slot = 0;  // the other models' returns expected before their slot starts
   bool switches_away = false;
   double slots_s = 0;  // the other models' slots so far, switches in included
@@ -200,12 +209,14 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
                                      static_cast<std::int64_t>(m.context_tokens.value));
     slots_s += m.switch_in_estimate_s;
     const double first = m.first_calls.PerSecond();
+    first_per_s += first;
     over_wait += first;
     before_slot += std::max(0.0, m.arrivals.PerSecond() - first) * slots_s;
     slots_s += ToSeconds(m.queued_prefill) + protected_iterations_ * t_d;
   }
   if (switches_away) stakes.missed_wait_s = slots_s + active.switch_in_estimate_s;  // and the switch back
   stakes.delayed_arrivals = over_wait * stakes.missed_wait_s + before_slot;
+  stakes.first_arrivals = first_per_s * stakes.missed_wait_s;
   return stakes;
 }
 
@@ -220,10 +231,21 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // waits W and then wait for a slot it delays (A W: first calls, and the
   // other models' returns that come before their slot; HoldStakes; before
   // 2026-12-07 every call of the other models over all of W).
+  //
+  // A delay inserted now shifts every slot after it until the instance next
+  // idles. A session already here meets that shift at most once, as counted
+  // above; but new sessions keep arriving, and each first call waits for a
+  // slot's start, over the rest of the busy period: W / (1 - rho) by the
+  // M/G/1 busy period, rho the instance's busy fraction lately, where A W
+  // counts them over W. So first calls count W rho / (1 - rho) more (before
+  // 2026-12-07 over W only, which charged a hold too little on an instance
+  // that seldom idles; docs/policy-matrix.md "Eleventh stop").
   const double calibration = wait_calibration_.Scale();
   const double missed_wait_s = stakes.missed_wait_s * calibration;
   const double waiting = static_cast<double>(stakes.waiting);
-  const double arriving = stakes.waiting > 0 ? stakes.delayed_arrivals * calibration : 0;
+  const double rho = std::min(busy_.Value(), kMaxBusyFraction);
+  const double arriving =
+      stakes.waiting > 0 ? (stakes.delayed_arrivals + stakes.first_arrivals * rho / (1 - rho)) * calibration : 0;
   const double delayed = waiting + arriving;
   // The idle sessions that finished on the active model lately: each one's
   // gap distribution and how likely it was to be back by now, once.

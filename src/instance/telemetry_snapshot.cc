@@ -85,6 +85,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.host_kv_evicted_blocks = hkvr_.evicted_blocks();
   out.restore_bytes_per_s = models_.front()->profile->h2d_bytes_per_s;
   out.hold_wait_scale = wait_calibration_.Scale();
+  out.busy_fraction = busy_.Value();
   out.session_prefill = config_.pool == Pool::kCold && config_.ablation.sp;
   out.sessions.clear();
   out.sessions_delta = delta;

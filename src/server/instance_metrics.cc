@@ -180,6 +180,10 @@ void RenderInstanceMetrics(std::string& out, std::span<const InstanceSample> ins
                  "adaptive holds: a missed return's measured way back over the queues' prediction, which scales "
                  "the hold's W (1 until measured, or where holds are fixed)",
                  [](const InstanceTelemetry& t) { return t.hold_wait_scale; });
+  SnapshotFamily(out, instances, "talaria_busy_fraction", "gauge",
+                 "the instance's steps' share of time over its last 64 steps (time held counts as idle); adaptive "
+                 "holds charge first calls over the rest of the busy period, W / (1 - it)",
+                 [](const InstanceTelemetry& t) { return t.busy_fraction; });
   HbmFamily(out, instances);
   SnapshotFamily(out, instances, "talaria_host_kv_used_bytes", "gauge", "bytes of session KV in the host KV registry",
                  [](const InstanceTelemetry& t) { return static_cast<double>(t.host_kv_used_bytes); });

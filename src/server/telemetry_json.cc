@@ -68,6 +68,7 @@ json TelemetryToJson(const InstanceTelemetry& t) {
           {"restore_bytes_per_s", t.restore_bytes_per_s},
           {"session_prefill", t.session_prefill},
           {"hold_wait_scale", t.hold_wait_scale},
+          {"busy_fraction", t.busy_fraction},
           {"sessions", sessions}};
 }
 
@@ -125,6 +126,8 @@ std::optional<InstanceTelemetry> TelemetryFromJson(const json& j, std::string& e
     if (j.contains("session_prefill")) get(j, "session_prefill", t.session_prefill);
     // Optional (absent before 2026-12-05): W as predicted.
     if (j.contains("hold_wait_scale")) number(j, "hold_wait_scale", t.hold_wait_scale, kScale, "", true);
+    // Optional (absent before 2026-12-07): unknown, as before two steps.
+    if (j.contains("busy_fraction")) number(j, "busy_fraction", t.busy_fraction, 1.0);
     field = "models";
     for (const auto& jm : j.at("models")) {
       const std::string where = "models[].";

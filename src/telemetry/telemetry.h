@@ -81,6 +81,11 @@ struct InstanceTelemetry {
   // hold scales its W by. 1 until enough ways back were measured, and
   // wherever holds are not adaptive.
   double hold_wait_scale = 1;
+  // Its steps' share of time lately (core/stats.h BusyFraction: over its
+  // last 64 steps, time held counting as idle), which adaptive holds read
+  // for how long a delay keeps shifting the slots after it. 0 before two
+  // steps have ended.
+  double busy_fraction = 0;
   // Sessions whose prefix this instance holds, by session id. In a delta
   // snapshot (sessions_delta), only the sessions whose entry changed since
   // the snapshot numbered sessions_base, a kMissing entry meaning "no longer

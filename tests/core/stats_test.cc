@@ -98,6 +98,21 @@ TEST(ArrivalRateTest, OneOverTheMeanInterval) {
 // Output lengths 1, 10, 100, 1000 (ln spread evenly around ln 31.6): half
 // lie below the geometric mean, and the heavy tail that puts the plain
 // mean at 278 still leaves most draws short.
+// Steps of 1 s, each after 3 s idle: busy a quarter of the time. The first
+// step only starts the clock (no span before it); a later change of pace is
+// followed within the window.
+TEST(BusyFractionTest, StepTimeOverTheSpanFromStepEndToStepEnd) {
+  BusyFraction b;
+  EXPECT_EQ(b.Value(), 0);
+  b.Step(AtSeconds(0), AtSeconds(1));
+  EXPECT_EQ(b.Value(), 0);  // one step: no span yet
+  double t = 1;
+  for (int i = 0; i < 10; ++i, t += 4) b.Step(AtSeconds(t + 3), AtSeconds(t + 4));
+  EXPECT_NEAR(b.Value(), 0.25, 1e-9);
+  for (int i = 0; i < 10 * static_cast<int>(BusyFraction::kWindow); ++i, t += 2) b.Step(AtSeconds(t), AtSeconds(t + 2));
+  EXPECT_NEAR(b.Value(), 1.0, 1e-3);  // back to back: the idle pace has all but left the window
+}
+
 TEST(WindowedLogNormalTest, CdfOfTheLogsMeanAndSpread) {
   WindowedLogNormal d;
   EXPECT_EQ(d.Cdf(5), 1);  // nothing seen: nothing says it would not fit

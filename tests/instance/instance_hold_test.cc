@@ -98,65 +98,90 @@ TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheActiveModelsQueuedFirstCalls) {
   EXPECT_LT(ToSeconds(h.Finished("y0").first_token), 1.8);  // not held behind b's returns
 }
 
+// The arrivals scene: n's calls `before` (from 0 s), then, `after_s` later,
+// b back every 0.5 s on m and x, one call of model n with an `x_prompt`
+// token prompt, waiting when b3 finishes. Whether the slot was held for
+// b4 (it entered by SP), when x got its first token after b3 finished, and
+// when the last of `before` finished.
+struct ArrivalsScene {
+  bool held = false;
+  double x_after_b3_s = 0;
+  double before_done_s = 0;
+};
+ArrivalsScene RunArrivalsScene(std::vector<Harness::Call> before, double after_s, std::int64_t x_prompt = 100) {
+  InstanceConfig c = Cold({"m", "n"});
+  c.hold = HoldPolicy::kAdaptive;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+  h.Warmup("n");
+  const std::string last = before.empty() ? "" : before.back().session + std::to_string(before.back().index);
+  for (const Harness::Call& b : BackEveryHalfSecondAnd({1.5, "x", 0, "n", x_prompt, 0, 1})) {
+    before.push_back(b);
+    before.back().at_s += after_s;
+  }
+  h.Run(before);
+  ArrivalsScene scene;
+  scene.held = h.Finished("b4").path == AdmitPath::kSessionPrefill;
+  scene.x_after_b3_s = ToSeconds(h.Finished("x0").first_token - h.Finished("b3").finished);
+  if (!last.empty()) scene.before_done_s = ToSeconds(h.Finished(last).finished);
+  return scene;
+}
+
+// Held: x waits for the held slot, which caught b4; not held: x's slot at once.
+void ExpectHeld(const ArrivalsScene& scene, bool held) {
+  EXPECT_EQ(scene.held, held);
+  if (held) {
+    EXPECT_GT(scene.x_after_b3_s, 0.4);
+  } else {
+    EXPECT_LT(scene.x_after_b3_s, 0.3);
+  }
+}
+
 // A hold delays more than the N calls waiting now: the calls that arrive
-// while a missed return waits its W queue behind them. Here b returns every
-// 0.5 s on m and one call of model n waits when b3 finishes, as in the test
-// above; when n's calls have lately been arriving 20 a second (a burst
+// while a missed return waits its W queue behind them. In the arrivals
+// scene, when n's calls have lately been arriving 20 a second (a burst
 // served before b came), the hold is not worth it and x goes at once.
 TEST(ColdInstanceTest, AnAdaptiveHoldCountsTheCallsArrivingWhileAMissedReturnWaits) {
-  for (bool busy : {false, true}) {
-    SCOPED_TRACE(busy ? "n's calls arriving 20 a second" : "n quiet");
-    InstanceConfig c = Cold({"m", "n"});
-    c.hold = HoldPolicy::kAdaptive;
-    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
-    h.Warmup("n");
-    std::vector<Harness::Call> calls;
-    if (busy) {
-      for (int i = 0; i < 20; ++i) calls.push_back({0.05 * i, "y" + std::to_string(i), 0, "n", 100, 0, 1});
-    }
-    for (const Harness::Call& b : BackEveryHalfSecondAnd({1.5, "x", 0, "n", 100, 0, 1})) {
-      calls.push_back(b);
-      calls.back().at_s += 5;  // after the burst
-    }
-    h.Run(calls);
-    const double b3_done = ToSeconds(h.Finished("b3").finished);
-    const double x_first_token = ToSeconds(h.Finished("x0").first_token);
-    if (busy) {
-      EXPECT_NE(h.Finished("b4").path, AdmitPath::kSessionPrefill);
-      EXPECT_LT(x_first_token, b3_done + 0.3);  // no hold: x's slot at once
-    } else {
-      EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
-      EXPECT_GT(x_first_token, 7.0);  // after the held slot caught b4
-    }
-  }
+  ExpectHeld(RunArrivalsScene({}, 5), true);
+  std::vector<Harness::Call> burst;
+  for (int i = 0; i < 20; ++i) burst.push_back({0.05 * i, "y" + std::to_string(i), 0, "n", 100, 0, 1});
+  ExpectHeld(RunArrivalsScene(burst, 5), false);
 }
 
 // Of the calls arriving while a missed return waits, the hold delays the
 // first calls (they enter only at a slot's start) and the returns that come
 // before their model's slot starts; a return that comes during its model's
-// slot enters by SP, held or not. The same scene as above with n's recent
-// calls one session's returns, 5 a second (z: 20 calls 0.2 s apart, each
-// one token on top of the last), and x's prompt 2,000 tokens (a return that
+// slot enters by SP, held or not. The arrivals scene with n's recent calls
+// one session's returns, 5 a second (z: 20 calls 0.2 s apart, each one
+// token on top of the last), and x's prompt 2,000 tokens (a return that
 // misses waits ~4 s for m's next slot): holding delays the one call of n
 // waiting (x) and the returns expected before n's slot opens (a switch
 // away), which costs less than b's likely return saves, so the slot is
 // held. Counting every arrival over all of W (the rule before 2026-12-07)
 // charges those returns as if they were first calls and does not hold.
 TEST(ColdInstanceTest, AnAdaptiveHoldDoesNotChargeReturnsThatEnterDuringTheirSlot) {
-  InstanceConfig c = Cold({"m", "n"});
-  c.hold = HoldPolicy::kAdaptive;
-  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
-  h.Warmup("n");
-  std::vector<Harness::Call> calls;
-  for (int i = 0; i < 20; ++i) calls.push_back({0.2 * i, "z", i, "n", 100 + i, i == 0 ? 0 : 99 + i, 1});
-  for (const Harness::Call& b : BackEveryHalfSecondAnd({1.5, "x", 0, "n", 2000, 0, 1})) {
-    calls.push_back(b);
-    calls.back().at_s += 5;  // after z
+  std::vector<Harness::Call> z;
+  for (int i = 0; i < 20; ++i) z.push_back({0.2 * i, "z", i, "n", 100 + i, i == 0 ? 0 : 99 + i, 1});
+  const ArrivalsScene scene = RunArrivalsScene(z, 5, 2000);
+  ASSERT_LT(scene.before_done_s, 4.0);  // z's calls came as returns, 5 a second
+  ExpectHeld(scene, true);
+}
+
+// A delay inserted now shifts every slot after it until the instance next
+// idles, and new sessions' first calls keep coming over all of that: an
+// instance busy lately charges a hold for the first calls expected over the
+// rest of its busy period, W / (1 - rho), where it counted them over W. The
+// arrivals scene after n's first calls have come one every 2 s for 40 s:
+// when each decoded 200 tokens (they overlap: the instance busy throughout)
+// the hold is not worth it and x goes at once; when each took one token
+// (the instance mostly idle), the held slot catches b4. Without the busy
+// period both hold.
+TEST(ColdInstanceTest, AnAdaptiveHoldChargesFirstCallsOverTheBusyPeriod) {
+  for (bool busy : {false, true}) {
+    SCOPED_TRACE(busy ? "busy lately" : "mostly idle lately");
+    std::vector<Harness::Call> y;
+    for (int i = 0; i < 20; ++i) y.push_back({2.0 * i, "y" + std::to_string(i), 0, "n", 100, 0, busy ? 200 : 1});
+    ExpectHeld(RunArrivalsScene(y, 42), !busy);
   }
-  h.Run(calls);
-  ASSERT_LT(ToSeconds(h.Finished("z19").finished), 4.0);  // z's calls came as returns, 5 a second
-  EXPECT_EQ(h.Finished("b4").path, AdmitPath::kSessionPrefill);
-  EXPECT_GT(ToSeconds(h.Finished("x0").first_token), 7.0);  // after the held slot caught b4
 }
 
 // The way back is measured: two models whose calls decode for many slots

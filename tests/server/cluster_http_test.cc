@@ -391,6 +391,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   t.models.push_back(m);
   t.session_prefill = true;
   t.hold_wait_scale = 2.5;
+  t.busy_fraction = 0.75;
   t.models[0].forced_reopen_s = 13.5;
   t.sessions.emplace("s", CachedPrefix{"a", KvState::kHost, 640});
   std::string error;
@@ -403,6 +404,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   EXPECT_DOUBLE_EQ(back->models[0].admit_wait_s, 4.5);
   EXPECT_TRUE(back->session_prefill);
   EXPECT_DOUBLE_EQ(back->hold_wait_scale, 2.5);
+  EXPECT_DOUBLE_EQ(back->busy_fraction, 0.75);
   EXPECT_DOUBLE_EQ(back->models[0].forced_reopen_s, 13.5);
   EXPECT_EQ(back->sessions.at("s").state, KvState::kHost);
   EXPECT_EQ(back->sessions.at("s").tokens, 640);
@@ -412,6 +414,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   j["models"][0].erase("admit_wait_s");
   j.erase("session_prefill");
   j.erase("hold_wait_scale");
+  j.erase("busy_fraction");
   j["models"][0].erase("forced_reopen_s");
   const auto old = TelemetryFromJson(j, error);
   ASSERT_TRUE(old.has_value()) << error;
@@ -419,6 +422,7 @@ TEST(TelemetryJsonTest, RoundTripsAndNamesAMissingField) {
   EXPECT_FALSE(old->session_prefill);
   EXPECT_EQ(old->models[0].forced_reopen_s, 0.0);  // its open closes nothing busy
   EXPECT_EQ(old->hold_wait_scale, 1.0);             // W as predicted
+  EXPECT_EQ(old->busy_fraction, 0.0);               // unknown, as before two steps
 
   j = TelemetryToJson(t);
   j["models"][0].erase("queued");
@@ -456,6 +460,7 @@ TEST(TelemetryJsonTest, NumbersOutOfRangeAreRefusedByName) {
       {"/models/0/running", -3, "models[].running: must be a whole number >= 0"},
       {"/models/0/prefill_scale", 0.0, "models[].prefill_scale: must be a positive number"},
       {"/models/0/staged_coverage", 1.5, "models[].staged_coverage: must be a number >= 0 and <= 1, got 1.5"},
+      {"/busy_fraction", 1.5, "busy_fraction: must be a number >= 0 and <= 1, got 1.5"},
       {"/models/0/switch_in_s", "fast", "models[].switch_in_s: "},
       {"/taken_at_s", 1e300, "taken_at_s: must be a number >= 0 and <= 1e+09"},
       {"/kv_free_bytes", -1, "kv_free_bytes: must be a whole number >= 0"},
