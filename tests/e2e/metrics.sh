@@ -12,12 +12,13 @@ bin=$1
 dir=$(cd "$(dirname "$0")" && pwd)
 command -v promtool > /dev/null || { echo "metrics e2e: promtool is missing (scripts/test.sh installs Debian's prometheus)" >&2; exit 1; }
 command -v redis-server > /dev/null || { echo "metrics e2e: redis-server is missing (scripts/test.sh installs it)" >&2; exit 1; }
-redis_port=$((20000 + RANDOM % 30000))
-while (echo > "/dev/tcp/127.0.0.1/$redis_port") 2> /dev/null; do redis_port=$((redis_port + 1)); done
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no > /dev/null 2>&1 &
-redis_pid=$!
-extra_cleanup() { kill "$redis_pid" 2> /dev/null || true; wait "$redis_pid" 2> /dev/null || true; }
-for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$redis_port") 2> /dev/null && break; sleep 0.05; done
+source "$dir/ports.sh"
+redis_log=$(mktemp)
+launch_redis() { redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no > "$redis_log" 2>&1 & }
+start_on_free_port "$redis_log" launch_redis || { echo "metrics e2e: redis-server did not start:" >&2; cat "$redis_log" >&2; exit 1; }
+redis_pid=$started_pid
+redis_port=$started_port
+extra_cleanup() { kill "$redis_pid" 2> /dev/null || true; wait "$redis_pid" 2> /dev/null || true; rm -f "$redis_log"; }
 source "$dir/start_server.sh"
 start_server "$dir/metrics.toml" --state "redis://127.0.0.1:$redis_port"
 url="http://127.0.0.1:$port"

@@ -40,24 +40,17 @@ command -v redis-server > /dev/null || fail "redis-server is not installed (scri
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x "$nginx_bin" ]] || fail "nginx is not installed (scripts/test.sh installs it)"
 
-free_port() {
-  local p=$((20000 + RANDOM % 30000))
-  while (echo > "/dev/tcp/127.0.0.1/$p") 2> /dev/null; do p=$((p + 1)); done
-  echo "$p"
+source "$dir/ports.sh"
+launch_redis() {
+  redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no > "$tmp/redis.log" 2>&1 &
 }
-# Waits until something accepts on PORT (NAME for the message).
-wait_listen() {
-  for _ in $(seq 200); do
-    (echo > "/dev/tcp/127.0.0.1/$2") 2> /dev/null && return 0
-    kill -0 "${pid[$1]}" 2> /dev/null || fail "$1 exited at start"
-    sleep 0.05
-  done
-  fail "$1 did not start"
-}
-start_redis() {
-  redis-server --port "${port[redis]}" --bind 127.0.0.1 --save "" --appendonly no > "$tmp/redis.log" 2>&1 &
-  pid[redis]=$!
-  wait_listen redis "${port[redis]}"
+# Starts NAME with LAUNCH on a free port (tests/e2e/ports.sh) and records it.
+start_listening() {
+  local status=0
+  start_on_free_port "$tmp/$1.log" "$2" || status=$?
+  ((status == 0)) || fail "$1 $( ((status == 1)) && echo "exited at start" || echo "did not start")"
+  pid[$1]=$started_pid
+  port[$1]=$started_port
 }
 # Starts a talaria server: NAME then the subcommand and its flags.
 start() {
@@ -81,8 +74,7 @@ load() {  # url, seconds, log
 summary() { node "$dir/replica_load.mjs" summarize "$1"; }
 field() { echo "$1" | grep -o "\"$2\":[0-9.e-]*" | head -1 | sed 's/.*://'; }
 
-port[redis]=$(free_port)
-start_redis
+start_listening redis launch_redis
 start worker-0 instance --name worker-0
 start worker-1 instance --name worker-1
 state="redis://127.0.0.1:${port[redis]}"
@@ -90,8 +82,8 @@ for g in gateway-a gateway-b; do
   start "$g" gateway --state "$state" --instance-address "worker-0=127.0.0.1:${port[worker-0]}" \
     --instance-address "worker-1=127.0.0.1:${port[worker-1]}"
 done
-port[nginx]=$(free_port)
-cat > "$tmp/nginx.conf" << NGINX
+launch_nginx() {
+  cat > "$tmp/nginx.conf" << NGINX
 worker_processes 1;
 pid $tmp/nginx.pid;
 error_log $tmp/nginx-error.log;
@@ -106,7 +98,7 @@ http {
     server 127.0.0.1:${port[gateway-b]};
   }
   server {
-    listen 127.0.0.1:${port[nginx]};
+    listen 127.0.0.1:$1;
     location / {
       proxy_pass http://gateways;
       proxy_http_version 1.1;
@@ -120,9 +112,9 @@ http {
   }
 }
 NGINX
-"$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp" > "$tmp/nginx.log" 2>&1 &
-pid[nginx]=$!
-wait_listen nginx "${port[nginx]}"
+  "$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp" > "$tmp/nginx.log" 2>&1 &
+}
+start_listening nginx launch_nginx
 lb="http://127.0.0.1:${port[nginx]}"
 
 phase="1 (one replica)"
@@ -170,7 +162,11 @@ wait "$load_pid" || fail "the load failed"
 stopped=$(summary "$tmp/redis.jsonl")
 echo "redis stopped:      $stopped"
 [[ $(field "$stopped" failed) == 0 ]] || fail "calls failed: $stopped"
-start_redis
+# Back on the same port: the replicas know that one. It is below the
+# ephemeral range, so only another test's pick could have taken it since.
+launch_redis "${port[redis]}"
+pid[redis]=$!
+wait_accepting "${pid[redis]}" "${port[redis]}" || fail "redis did not restart on port ${port[redis]}"
 for _ in $(seq 100); do [[ $(metric "${port[gateway-a]}" talaria_state_up) == 1 ]] && break; sleep 0.05; done
 [[ $(metric "${port[gateway-a]}" talaria_state_up) == 1 ]] || fail "the replica did not come back to Redis"
 resynced=$(metric "${port[gateway-a]}" talaria_state_resynced_sessions_total)

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <random>
 #include <thread>
 
 #include "server/http_client.h"
@@ -27,23 +29,42 @@ namespace {
 
 using testing::Eventually;
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+// A loopback port below the kernel's ephemeral range that nothing holds
+// now. Below the range, no client socket of a test running beside this one
+// can take it before redis-server binds it; another test's pick still can,
+// so SetUp starts the server again on another port when it exits.
+int PortBelowEphemeralRange() {
+  int low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &low) != 1 || low <= 12000) low = 32768;
+    std::fclose(f);
+  }
+  static std::mt19937 pick(std::random_device{}());
+  for (;;) {
+    const int port = std::uniform_int_distribution<int>(10000, low - 1)(pick);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (free) return port;
+  }
 }
 
 class RedisSessionStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (system("command -v redis-server > /dev/null 2>&1") != 0) GTEST_SKIP() << "redis-server is not installed";
-    port_ = FreePort();
+    for (int attempt = 0; attempt < 5 && pid_ < 0; ++attempt) ASSERT_NO_FATAL_FAILURE(StartRedis());
+    ASSERT_GT(pid_, 0) << "redis-server exited at start on five ports";
+    store_ = Store(1.0);
+  }
+  // Starts redis-server on a fresh port and waits until it answers; leaves
+  // pid_ at -1 if it exited first (its port was taken after the pick).
+  void StartRedis() {
+    port_ = PortBelowEphemeralRange();
     const std::string port = std::to_string(port_);
     const char* argv[] = {"redis-server", "--port",    port.c_str(), "--bind", "127.0.0.1", "--save", "",
                           "--appendonly", "no",        "--enable-debug-command", "local", "--loglevel",
@@ -52,11 +73,36 @@ class RedisSessionStoreTest : public ::testing::Test {
     posix_spawn_file_actions_init(&quiet);
     posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
-    const int spawned = posix_spawnp(&pid_, "redis-server", &quiet, nullptr, const_cast<char**>(argv), environ);
+    pid_t pid = -1;
+    const int spawned = posix_spawnp(&pid, "redis-server", &quiet, nullptr, const_cast<char**>(argv), environ);
     posix_spawn_file_actions_destroy(&quiet);
     ASSERT_EQ(spawned, 0);
-    store_ = Store(1.0);
-    ASSERT_TRUE(Eventually([&] { return store_->Ping() == SessionStore::Status::kOk; }));
+    bool exited = false;
+    const auto probe = Store(1.0);
+    ASSERT_TRUE(Eventually([&] {
+      exited = waitpid(pid, nullptr, WNOHANG) == pid;
+      return exited || probe->Ping() == SessionStore::Status::kOk;
+    }));
+    if (exited) return;
+    // Another test's server on the port would answer too: the one answering
+    // must be this one.
+    if (ServerPid() == pid) {
+      pid_ = pid;
+      return;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  // The process id the redis-server on port_ reports, or -1.
+  pid_t ServerPid() const {
+    const std::string command = "redis-cli -p " + std::to_string(port_) + " INFO server 2> /dev/null";
+    FILE* out = popen(command.c_str(), "r");
+    if (out == nullptr) return -1;
+    long pid = -1;
+    char line[256];
+    while (std::fgets(line, sizeof line, out) != nullptr) std::sscanf(line, "process_id:%ld", &pid);
+    pclose(out);
+    return static_cast<pid_t>(pid);
   }
   void TearDown() override {
     if (pid_ > 0) {
