@@ -26,6 +26,10 @@
 #   bench/seed-means.sh hold                   (SEEDS="1 2 3" by default)
 #   TALARIA=/tmp/base/build/talaria OUT_PREFIX=build/base-hold bench/seed-means.sh hold
 #   bench/seed-means.sh hold --compare build/base-hold
+#   KEEP=1 SEEDS="$(seq -s' ' 1 48)" bench/seed-means.sh hold
+#       (KEEP=1: a seed whose summary <prefix>-<seed>.md is already there is
+#       not run again, so more seeds can be added to a finished matrix; the
+#       runs kept must come from the same binary and settings)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 matrix=${1:?usage: bench/seed-means.sh hold|hint|lease|policy [--compare DIR_PREFIX]}
@@ -37,6 +41,7 @@ SEEDS=${SEEDS:-1 2 3}
 prefix=${OUT_PREFIX:-build/$matrix-matrix}
 running=0
 for seed in $SEEDS; do
+  [[ ${KEEP:-0} == 1 && -s $prefix-$seed.md ]] && continue
   SEED=$seed OUT=$prefix-$seed bash "bench/$matrix-matrix.sh" > "$prefix-$seed.md" &
   running=$((running + 1))
   if ((running == 2)); then wait -n; running=$((running - 1)); fi
