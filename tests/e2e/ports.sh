@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # started_port and started_pid are for the caller
 # Sourced by the e2e scripts that start servers which cannot listen on port 0
 # and report the port they got (redis-server, nginx).
 #
