@@ -14,7 +14,7 @@ command -v promtool > /dev/null || { echo "metrics e2e: promtool is missing (scr
 command -v redis-server > /dev/null || { echo "metrics e2e: redis-server is missing (scripts/test.sh installs it)" >&2; exit 1; }
 source "$dir/ports.sh"
 redis_log=$(mktemp)
-launch_redis() { redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no > "$redis_log" 2>&1 & }
+launch_redis() { redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no & }
 start_on_free_port "$redis_log" launch_redis || { echo "metrics e2e: redis-server did not start:" >&2; cat "$redis_log" >&2; exit 1; }
 redis_pid=$started_pid
 redis_port=$started_port

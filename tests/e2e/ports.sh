@@ -35,8 +35,8 @@ wait_accepting() {
   return 2
 }
 
-# start_on_free_port LOG LAUNCH: calls `LAUNCH PORT`, which starts a server
-# in the background listening on PORT with its output in LOG, and waits
+# start_on_free_port LOG LAUNCH: calls `LAUNCH PORT` with its output in LOG;
+# LAUNCH starts a server in the background listening on PORT. Then waits
 # until it accepts. Sets started_port and started_pid and returns 0; when LOG
 # says its port was in use, stops it and tries another port (five tries).
 # Returns 1 if the server exited for another reason (LOG says why) and 2 if
@@ -45,8 +45,7 @@ start_on_free_port() {
   local log=$1 launch=$2 p status
   for _ in 1 2 3 4 5; do
     p=$(pick_port)
-    : > "$log"
-    "$launch" "$p"
+    "$launch" "$p" > "$log" 2>&1
     started_pid=$!
     status=0
     wait_accepting "$started_pid" "$p" || status=$?

@@ -41,10 +41,9 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x "$nginx_bin" ]] || fail "nginx is not installed (scripts/test.sh installs it)"
 
 source "$dir/ports.sh"
-launch_redis() {
-  redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no > "$tmp/redis.log" 2>&1 &
-}
-# Starts NAME with LAUNCH on a free port (tests/e2e/ports.sh) and records it.
+launch_redis() { redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no & }
+# Starts NAME with LAUNCH on a free port (tests/e2e/ports.sh), its output in
+# $tmp/NAME.log, and records its pid and port.
 start_listening() {
   local status=0
   start_on_free_port "$tmp/$1.log" "$2" || status=$?
@@ -112,7 +111,7 @@ http {
   }
 }
 NGINX
-  "$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp" > "$tmp/nginx.log" 2>&1 &
+  "$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp" &
 }
 start_listening nginx launch_nginx
 lb="http://127.0.0.1:${port[nginx]}"
@@ -164,7 +163,7 @@ echo "redis stopped:      $stopped"
 [[ $(field "$stopped" failed) == 0 ]] || fail "calls failed: $stopped"
 # Back on the same port: the replicas know that one. It is below the
 # ephemeral range, so only another test's pick could have taken it since.
-launch_redis "${port[redis]}"
+launch_redis "${port[redis]}" > "$tmp/redis.log" 2>&1
 pid[redis]=$!
 wait_accepting "${pid[redis]}" "${port[redis]}" || fail "redis did not restart on port ${port[redis]}"
 for _ in $(seq 100); do [[ $(metric "${port[gateway-a]}" talaria_state_up) == 1 ]] && break; sleep 0.05; done
