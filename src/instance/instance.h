@@ -378,6 +378,8 @@ class Instance {
   void InteriorStatePoints(const Request& r, std::size_t chain_blocks);
   bool Hybrid(const Request& r) const;  // its model has recurrent state
   TimePoint HoldUntil(TimePoint now) const;
+  // When the hold the slot is in now ends, as planned (kNever: not holding).
+  TimePoint CurrentHoldEnd() const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
   // How long staging still copies the next slot's model's weights, as far

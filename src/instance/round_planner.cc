@@ -171,6 +171,11 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   return kNever;
 }
 
+TimePoint Instance::CurrentHoldEnd() const {
+  // Plan left the instance idle with its slot open until the hold's end.
+  return holding_ && slot_open_ && !in_flight_ ? step_.wake_at : kNever;
+}
+
 Instance::HoldStakes Instance::HoldStakesNow() const {
   // N: the other models' calls a hold keeps waiting. W: what a return that
   // misses the slot waits for the model's next one: the other models' slots

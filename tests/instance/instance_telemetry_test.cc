@@ -383,5 +383,30 @@ TEST(InstanceTelemetryTest, AdmitWaitFollowsTheRound) {
   EXPECT_EQ(most, 0.0);
 }
 
+// A slot held open for a return advertises its hold: the instance switches
+// to another model no sooner than the hold's end, so that model's calls
+// wait at least the rest of it (with no hold, the slot closes when its
+// work ends and they wait for nothing).
+TEST(InstanceTelemetryTest, AdmitWaitCountsTheRestOfAHold) {
+  for (const double hold : {1.0, 0.0}) {
+    SCOPED_TRACE(hold);
+    InstanceConfig c = Cold({"m", "n"});
+    c.slot_hold_s = hold;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    // Stops in the hold, if any: z's call is still to come.
+    h.Run({{0, "a", 0, "m", 100, 0, 1}, {5, "z", 0, "n", 100, 0, 1}}, /*until_s=*/0.5);
+    const TimePoint done = h.Finished("a0").finished;
+    ASSERT_LT(ToSeconds(done), 0.2);
+    InstanceTelemetry t;
+    h.instance().Snapshot(done + FromSeconds(0.3), t, false);
+    if (hold > 0) {
+      EXPECT_NEAR(t.models[1].admit_wait_s, 0.7, 1e-6);  // the hold's last 0.7 s
+    } else {
+      EXPECT_EQ(t.models[1].admit_wait_s, 0.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace talaria
