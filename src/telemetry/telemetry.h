@@ -38,9 +38,9 @@ struct ModelTelemetry {
   // Predicted seconds from taken_at until a prefill phase of this model
   // could admit a new call: 0 while its P phase is open or next, else the
   // rest of the active slot (one in a fixed hold's at least to the hold's
-  // end: the instance switches no sooner) and the slots of the models with work ahead of
-  // it in round order (and their switches), not counting the switch into it
-  // (switch_in_s). Always 0 on a hot instance.
+  // end: the instance switches no sooner) and the slots of the models with
+  // work ahead of it in round order (and their switches), not counting the
+  // switch into it (switch_in_s). Always 0 on a hot instance.
   double admit_wait_s = 0;
   // Measured / profiled step time, EWMA over recent steps (1: as profiled).
   double prefill_scale = 1.0;

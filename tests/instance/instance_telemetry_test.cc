@@ -383,10 +383,10 @@ TEST(InstanceTelemetryTest, AdmitWaitFollowsTheRound) {
   EXPECT_EQ(most, 0.0);
 }
 
-// A slot held open for a return advertises its hold: the instance switches
-// to another model no sooner than the hold's end, so that model's calls
-// wait at least the rest of it (with no hold, the slot closes when its
-// work ends and they wait for nothing).
+// A slot in a fixed hold advertises the hold: the instance switches to
+// another model no sooner than the hold's end, so that model's calls wait
+// at least the rest of it (with no hold, the slot closes when its work
+// ends and they wait for nothing).
 TEST(InstanceTelemetryTest, AdmitWaitCountsTheRestOfAHold) {
   for (const double hold : {1.0, 0.0}) {
     SCOPED_TRACE(hold);
