@@ -378,8 +378,10 @@ class Instance {
   void InteriorStatePoints(const Request& r, std::size_t chain_blocks);
   bool Hybrid(const Request& r) const;  // its model has recurrent state
   TimePoint HoldUntil(TimePoint now) const;
-  // When the hold the slot is in now ends, as planned (kNever: not holding).
-  TimePoint CurrentHoldEnd() const;
+  // When the hold the slot is in now ends, if nothing that arrives can end
+  // it sooner: a fixed hold's planned end; kNever while not holding, or
+  // holding adaptively (it plans again at each arrival).
+  TimePoint CommittedHoldEnd() const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
   // How long staging still copies the next slot's model's weights, as far

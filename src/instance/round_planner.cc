@@ -171,7 +171,12 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   return kNever;
 }
 
-TimePoint Instance::CurrentHoldEnd() const {
+TimePoint Instance::CommittedHoldEnd() const {
+  // An adaptive hold is no commitment: a call that arrives is counted among
+  // those it keeps waiting and may end it (telemetry that advertised it
+  // moved calls off instances that would have yielded to them;
+  // docs/policy-matrix.md "Thirteenth stop").
+  if (config_.hold != HoldPolicy::kFixed) return kNever;
   // Plan left the instance idle with its slot open until the hold's end.
   return holding_ && slot_open_ && !in_flight_ ? step_.wake_at : kNever;
 }

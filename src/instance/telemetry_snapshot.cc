@@ -121,18 +121,12 @@ double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector
   const auto a = static_cast<std::size_t>(active_);
   double wait = slot_open_ ? std::clamp(slot_budget_s_ - ToSeconds(now - slot_start_), 0.0, t[a].queued_work_s)
                            : std::min(share, t[a].queued_work_s);
-  // A slot in a fixed hold ends no sooner than the hold, work or none: the
-  // instance switches only after it, whatever arrives. (Before 2026-12-07
-  // a held slot advertised the rest of its work only, often none, so the
-  // router sent other models' calls to wait behind holds it did not see.)
-  // An adaptive hold is not advertised: it plans again when a call
-  // arrives, counting that call among those it keeps waiting, and ends if
-  // the wait is not worth it (advertised, it moved calls off instances
-  // that would have yielded to them; docs/policy-matrix.md "Thirteenth
-  // stop").
-  if (config_.hold == HoldPolicy::kFixed) {
-    if (const TimePoint end = CurrentHoldEnd(); end != kNever && end > now) wait = std::max(wait, ToSeconds(end - now));
-  }
+  // A slot in a committed (fixed) hold ends no sooner than the hold, work
+  // or none: the instance switches only after it, whatever arrives.
+  // (Before 2026-12-07 a held slot advertised the rest of its work only,
+  // often none, so the router sent other models' calls to wait behind holds
+  // it did not see.)
+  if (const TimePoint end = CommittedHoldEnd(); end != kNever && end > now) wait = std::max(wait, ToSeconds(end - now));
   const auto n = static_cast<std::int32_t>(models_.size());
   for (std::int32_t k = (active_ + 1) % n; k != target; k = (k + 1) % n) {
     const Model& m = *models_[static_cast<std::size_t>(k)];
