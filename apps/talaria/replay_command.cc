@@ -45,6 +45,7 @@ struct ReplayArgs {
   bool lease_replica_check = false;  // sets the [router] lease_replica_check
   std::string lease_honour;          // "", "route" or "rank": the [router] lease_honour
   std::string hold_charges_decode;  // on | off: sets every instance's hold_charges_decode; empty: the config's
+  std::string hold_within_share;    // on | off: sets every instance's hold_within_share; empty: the config's
   std::string report;  // write an HTML report here (talaria report) after the runs
   std::string hints = "trace";  // agent hints (driver/agent_hints.h)
 };
@@ -207,6 +208,7 @@ void RunReplayCommand(const ReplayArgs& a) {
       kHoldPolicies.Parse(a.hold, ic.hold);  // CLI11 checked the name
     }
     if (!a.hold_charges_decode.empty()) ic.hold_charges_decode = a.hold_charges_decode == "on";
+    if (!a.hold_within_share.empty()) ic.hold_within_share = a.hold_within_share == "on";
   }
   if (!a.lease.empty()) kLeasePolicies.Parse(a.lease, cluster.router.lease);  // CLI11 checked the name
   if (a.lease_replica_check) cluster.router.lease_replica_check = true;
@@ -374,6 +376,11 @@ void AddReplayCommand(CLI::App& app) {
                   "adaptive holds' service accounting, overriding every instance's hold_charges_decode: on "
                   "(charge a caught return's lone decode, credit its readmission and the returns that enter "
                   "while it decodes) or off (the hold's length only; docs/cluster-config.md)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--hold-within-share", args->hold_within_share,
+                  "adaptive holds' limit, overriding every instance's hold_within_share: on (once another model "
+                  "has work, a hold ends by the slot's Eq.3 share counted with the models that have work) or off "
+                  "(by the slot's end; docs/cluster-config.md)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--lease", args->lease,
                   "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "

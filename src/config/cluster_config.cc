@@ -166,6 +166,7 @@ ClusterConfig FromTable(const toml::table& root, const std::string& path, const 
       r.Optional("slot_hold_s", ic.slot_hold_s, 0, 1e4);
       OptionalChoice(r, "hold", ic.hold, kHoldPolicies, "must be \"fixed\" (slot_hold_s) or \"adaptive\"");
       r.Optional("hold_charges_decode", ic.hold_charges_decode);
+      r.Optional("hold_within_share", ic.hold_within_share);
       r.Optional("max_prefill_batch_tokens", ic.max_prefill_batch_tokens, 1, 1 << 30);
       r.Optional("sp", ic.ablation.sp);
       r.Optional("hkvr", ic.ablation.hkvr);

@@ -143,6 +143,13 @@ struct InstanceConfig {
   // the seeds of every family and traces/swe-fixed-30.jsonl
   // (docs/policy-matrix.md "Fifth stop").
   bool hold_charges_decode = true;
+  // kAdaptive: once another model has work, a hold (idle, waiting for a
+  // return) ends by the end of the active slot's Eq.3 share counted with
+  // the models that have work now, the active one included: a slot that
+  // opened alone got the whole round, and its work keeps it, but waiting
+  // for a return that may not come does not. Off by default: it trades
+  // TTFT p50 for the SCT tail (docs/policy-matrix.md "Fourteenth stop").
+  bool hold_within_share = false;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 
   Ablation ablation;

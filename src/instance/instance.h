@@ -384,6 +384,14 @@ class Instance {
   TimePoint CommittedHoldEnd() const;
   // HoldPolicy::kAdaptive's hold: kNever when no hold gains (config.h).
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
+  // The latest an adaptive hold may last: the slot's end, or with
+  // hold_within_share and another model with work, the end of the slot's
+  // Eq.3 share counted with the models that have work now.
+  TimePoint AdaptiveHoldLimit() const;
+  // Eq.3's equal share of the round for a slot among `with_work` models
+  // with work, whose switches in take `switches_s` (they come off the
+  // round first with switches_in_round_budget).
+  double SlotShareSeconds(std::int32_t with_work, double switches_s) const;
   // How long staging still copies the next slot's model's weights, as far
   // as the KV region's free top lets it (0 when staging is off, done, or
   // stages another model).

@@ -66,6 +66,11 @@ double Instance::DeferredForSeconds(const Model& m, TimePoint now, std::int32_t 
   return owed_s > 0 && payers > 0 ? owed_s / payers : 0;
 }
 
+double Instance::SlotShareSeconds(std::int32_t with_work, double switches_s) const {
+  const double round_s = config_.gamma * config_.ttft_target_s;
+  return (config_.switches_in_round_budget ? std::max(0.0, round_s - switches_s) : round_s) / with_work;
+}
+
 void Instance::OpenSlot(TimePoint now) {
   Model& m = Active();
   if (!slot_round_counted_) BeginSlotRound(active_, now);
@@ -99,12 +104,8 @@ void Instance::OpenSlot(TimePoint now) {
   with_work = std::max(with_work, 1);
   if (with_work == 1) switches_s = 0;
   const double round_s = config_.gamma * config_.ttft_target_s;
-  if (config_.switches_in_round_budget) {
-    slot_budget_s_ = std::max(0.0, round_s - switches_s) / with_work;
-  } else {
-    slot_budget_s_ = round_s / with_work;
-    if (switches_s > 0) ++counters_.deadline_risk;
-  }
+  slot_budget_s_ = SlotShareSeconds(with_work, switches_s);
+  if (!config_.switches_in_round_budget && switches_s > 0) ++counters_.deadline_risk;
   // Eq.4: d_m (T_TPOT - t_D) >= U_m = R - d_m t_D, i.e. d_m >= R / T_TPOT.
   std::int32_t batch = 0;
   std::int64_t context = 0;
@@ -230,8 +231,28 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
   return stakes;
 }
 
-TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
+TimePoint Instance::AdaptiveHoldLimit() const {
   const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  if (!config_.hold_within_share) return slot_end;
+  // OpenSlot's share (Eq.3), counted now: the active model, which keeps
+  // its slot, and each other model with work, and a switch into each.
+  std::int32_t with_work = 1;
+  double switches_s = models_[static_cast<std::size_t>(active_)]->switch_in_estimate_s;
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    if (static_cast<std::int32_t>(i) == active_ || !HasWork(*models_[i])) continue;
+    ++with_work;
+    switches_s += models_[i]->switch_in_estimate_s;
+  }
+  if (with_work == 1) return slot_end;  // nothing else waits: the slot is the round
+  return std::min(slot_end, slot_start_ + FromSeconds(SlotShareSeconds(with_work, switches_s)));
+}
+
+TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
+  // The slot's end, or with hold_within_share the end of its share: the
+  // catches below must then also finish by it (conservative: a caught
+  // return's decode is work, which the slot keeps to its end; measured so
+  // in docs/policy-matrix.md "Fourteenth stop").
+  const TimePoint slot_end = AdaptiveHoldLimit();
   if (now >= slot_end) return kNever;
   const Model& active = *models_[static_cast<std::size_t>(active_)];
   const HoldStakes stakes = HoldStakesNow();

@@ -41,6 +41,7 @@ TEST(ClusterConfigTest, ShippedConfigLoadsWithDefaults) {
   EXPECT_EQ(c.instances[0].hold, HoldPolicy::kFixed);
   EXPECT_EQ(c.router.lease_honour, LeaseHonour::kRank);  // not the paper's Algorithm 1 (route)
   EXPECT_TRUE(c.instances[0].hold_charges_decode);
+  EXPECT_FALSE(c.instances[0].hold_within_share);
   EXPECT_THAT(c.profiles_dir, HasSubstr("profiles"));
 }
 
@@ -63,6 +64,8 @@ TEST(ClusterConfigTest, ErrorsNameFileLineAndKey) {
               HasSubstr(".toml:2: key 'router.lease_honour': must be \"route\" or \"rank\""));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nhold = \"adaptive\"\nhold_charges_decode = \"on\"\n"),
               HasSubstr(".toml:4: key 'instance[0].hold_charges_decode': must be true or false"));
+  EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\nhold_within_share = 1\n"),
+              HasSubstr(".toml:3: key 'instance[0].hold_within_share': must be true or false"));
   EXPECT_THAT(LoadError("profiles = \"p\"\n"), HasSubstr("needs at least one [[instance]]"));
   EXPECT_THAT(LoadError("[[instance]]\nmodels = [\"a\"]\n[[instance]]\nname = \"instance-0\"\nmodels = [\"b\"]\n"),
               HasSubstr("duplicate instance name"));

@@ -410,5 +410,35 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWeighsACatchByTheChanceItsDecodeFits) {
   EXPECT_GE(h.instance().counters().hold_hits, 1);
 }
 
+// hold_within_share: a slot that opened with nothing else to do got the
+// whole round (9 s here; b1 opens it at 0.5 s); once x waits on model n,
+// it keeps holding for b's returns (every 0.5 s until 8 s) only to the end
+// of its share of the round counted with n (4.5 s: by 5 s), not to the
+// slot's end.
+TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheSlotsShare) {
+  for (bool within : {false, true}) {
+    SCOPED_TRACE(within);
+    InstanceConfig c = Cold({"m", "n"});
+    c.hold = HoldPolicy::kAdaptive;
+    c.hold_within_share = within;
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    std::vector<Harness::Call> calls;
+    for (int i = 0; i <= 16; ++i) {
+      calls.push_back({0.5 * i, "b", i, "m", 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
+      if (i == 3) calls.push_back({1.5, "x", 0, "n", 100, 0, 1});  // in time order
+    }
+    h.Run(calls);
+    const double x_first_s = ToSeconds(h.Finished("x0").first_token);
+    EXPECT_EQ(h.Finished("b3").path, AdmitPath::kSessionPrefill);  // held for, within the share too
+    if (within) {
+      EXPECT_LT(x_first_s, 5.0);                               // the hold ended by 4.5 s
+      EXPECT_EQ(h.Finished("b10").path, AdmitPath::kPrefill);  // back after the switch: m's next slot
+    } else {
+      EXPECT_GT(x_first_s, 5.0);  // held past the share
+    }
+  }
+}
+
 }  // namespace
 }  // namespace talaria
