@@ -432,7 +432,7 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheSlotsShare) {
     const double x_first_s = ToSeconds(h.Finished("x0").first_token);
     EXPECT_EQ(h.Finished("b3").path, AdmitPath::kSessionPrefill);  // held for, within the share too
     if (within) {
-      EXPECT_LT(x_first_s, 5.0);                               // the hold ended by 4.5 s
+      EXPECT_LT(x_first_s, 5.0);                               // the hold ended by the share's end
       EXPECT_EQ(h.Finished("b10").path, AdmitPath::kPrefill);  // back after the switch: m's next slot
     } else {
       EXPECT_GT(x_first_s, 5.0);  // held past the share
