@@ -248,10 +248,12 @@ TimePoint Instance::AdaptiveHoldLimit() const {
 }
 
 TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
-  // The slot's end, or with hold_within_share the end of its share: the
-  // catches below must then also finish by it (conservative: a caught
-  // return's decode is work, which the slot keeps to its end; measured so
-  // in docs/policy-matrix.md "Fourteenth stop").
+  // The slot's end, or with hold_within_share the end of its share. The
+  // catches below must then also finish by it: a caught return's decode is
+  // work, which the slot keeps to its end, but past the share it takes the
+  // waiting models' share of the round. (Fitting catches to the slot's end
+  // instead kept more TTFT and lost most of the SCT tail's gain:
+  // docs/policy-matrix.md "Fourteenth stop".)
   const TimePoint slot_end = AdaptiveHoldLimit();
   if (now >= slot_end) return kNever;
   const Model& active = *models_[static_cast<std::size_t>(active_)];
