@@ -388,10 +388,16 @@ class Instance {
   // hold_within_share and another model with work, the end of the slot's
   // Eq.3 share counted with the models that have work now.
   TimePoint AdaptiveHoldLimit() const;
-  // Eq.3's equal share of the round for a slot among `with_work` models
-  // with work, whose switches in take `switches_s` (they come off the
-  // round first with switches_in_round_budget).
-  double SlotShareSeconds(std::int32_t with_work, double switches_s) const;
+  // Eq.3's equal share of the round among the models with work now, the
+  // active one counted as one of them (it holds or opens the slot): their
+  // count, a switch into each (none when it is alone), and the slot's share
+  // of gamma * T_TTFT (less those switches with switches_in_round_budget).
+  struct RoundShare {
+    std::int32_t models = 0;
+    double switches_s = 0;
+    double slot_s = 0;
+  };
+  RoundShare RoundShareNow() const;
   // How long staging still copies the next slot's model's weights, as far
   // as the KV region's free top lets it (0 when staging is off, done, or
   // stages another model).

@@ -66,9 +66,19 @@ double Instance::DeferredForSeconds(const Model& m, TimePoint now, std::int32_t 
   return owed_s > 0 && payers > 0 ? owed_s / payers : 0;
 }
 
-double Instance::SlotShareSeconds(std::int32_t with_work, double switches_s) const {
+Instance::RoundShare Instance::RoundShareNow() const {
+  RoundShare share;
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    if (static_cast<std::int32_t>(i) != active_ && !HasWork(*models_[i])) continue;
+    ++share.models;
+    share.switches_s += models_[i]->switch_in_estimate_s;
+  }
+  share.models = std::max(share.models, 1);
+  if (share.models == 1) share.switches_s = 0;  // no switch: the slot is the round
   const double round_s = config_.gamma * config_.ttft_target_s;
-  return (config_.switches_in_round_budget ? std::max(0.0, round_s - switches_s) : round_s) / with_work;
+  share.slot_s =
+      (config_.switches_in_round_budget ? std::max(0.0, round_s - share.switches_s) : round_s) / share.models;
+  return share;
 }
 
 void Instance::OpenSlot(TimePoint now) {
@@ -94,18 +104,11 @@ void Instance::OpenSlot(TimePoint now) {
   // is reported as deadline risk. A slot is never shrunk below what
   // protected decode and a minimum prefill need: that overrun is reported
   // too, not hidden.
-  std::int32_t with_work = 0;
-  double switches_s = 0;
-  for (const auto& other : models_) {
-    if (!HasWork(*other)) continue;
-    ++with_work;
-    switches_s += other->switch_in_estimate_s;
-  }
-  with_work = std::max(with_work, 1);
-  if (with_work == 1) switches_s = 0;
+  // (The active model has work here: Plan opens a slot only for one.)
+  const RoundShare share = RoundShareNow();
   const double round_s = config_.gamma * config_.ttft_target_s;
-  slot_budget_s_ = SlotShareSeconds(with_work, switches_s);
-  if (!config_.switches_in_round_budget && switches_s > 0) ++counters_.deadline_risk;
+  slot_budget_s_ = share.slot_s;
+  if (!config_.switches_in_round_budget && share.switches_s > 0) ++counters_.deadline_risk;
   // Eq.4: d_m (T_TPOT - t_D) >= U_m = R - d_m t_D, i.e. d_m >= R / T_TPOT.
   std::int32_t batch = 0;
   std::int64_t context = 0;
@@ -234,17 +237,10 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
 TimePoint Instance::AdaptiveHoldLimit() const {
   const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
   if (!config_.hold_within_share) return slot_end;
-  // OpenSlot's share (Eq.3), counted now: the active model, which keeps
-  // its slot, and each other model with work, and a switch into each.
-  std::int32_t with_work = 1;
-  double switches_s = models_[static_cast<std::size_t>(active_)]->switch_in_estimate_s;
-  for (std::size_t i = 0; i < models_.size(); ++i) {
-    if (static_cast<std::int32_t>(i) == active_ || !HasWork(*models_[i])) continue;
-    ++with_work;
-    switches_s += models_[i]->switch_in_estimate_s;
-  }
-  if (with_work == 1) return slot_end;  // nothing else waits: the slot is the round
-  return std::min(slot_end, slot_start_ + FromSeconds(SlotShareSeconds(with_work, switches_s)));
+  // OpenSlot's share, counted now: the active model keeps its slot.
+  const RoundShare share = RoundShareNow();
+  if (share.models == 1) return slot_end;  // nothing else waits: the slot is the round
+  return std::min(slot_end, slot_start_ + FromSeconds(share.slot_s));
 }
 
 TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
@@ -254,8 +250,8 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // waiting models' share of the round. (Fitting catches to the slot's end
   // instead kept more TTFT and lost most of the SCT tail's gain:
   // docs/policy-matrix.md "Fourteenth stop".)
-  const TimePoint slot_end = AdaptiveHoldLimit();
-  if (now >= slot_end) return kNever;
+  const TimePoint limit = AdaptiveHoldLimit();
+  if (now >= limit) return kNever;
   const Model& active = *models_[static_cast<std::size_t>(active_)];
   const HoldStakes stakes = HoldStakesNow();
   // W as measured: the queues' prediction scaled by how the ways back
@@ -302,8 +298,9 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     if (g.back_by_now < 1) gone.push_back(g);
   }
   // Expected returns within h (each conditional on not being back yet), for
-  // h on a geometric grid up to the slot's end.
-  const double horizon_s = ToSeconds(slot_end - now);
+  // h on a geometric grid up to the hold's limit (the slot's end, or its
+  // share's: "the slot's end" below reads either).
+  const double horizon_s = ToSeconds(limit - now);
   const double token_s = active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens.value)) *
                          active.decode_scale;
   const double decode_s = active.output_tokens.value * token_s;
@@ -396,9 +393,9 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
     expected = returns;
     if (gain > best_gain) best_gain = gain, best_h = h;
   }
-  if (stakes.waiting == 0) return expected > 0.01 ? slot_end : kNever;  // a return is expected: hold it all
+  if (stakes.waiting == 0) return expected > 0.01 ? limit : kNever;  // a return is expected: hold it all
   if (best_h <= 0) return kNever;
-  return std::min(now + FromSeconds(best_h), slot_end);
+  return std::min(now + FromSeconds(best_h), limit);
 }
 
 double Instance::StagingLeftSeconds(TimePoint now) const {
