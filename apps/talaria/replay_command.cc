@@ -378,9 +378,9 @@ void AddReplayCommand(CLI::App& app) {
                   "while it decodes) or off (the hold's length only; docs/cluster-config.md)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--hold-within-share", args->hold_within_share,
-                  "adaptive holds' limit, overriding every instance's hold_within_share: on (once another model "
-                  "has work, a hold ends by the slot's Eq.3 share counted with the models that have work) or off "
-                  "(by the slot's end; docs/cluster-config.md)")
+                  "adaptive holds' limit, overriding every instance's hold_within_share: on (the default: once "
+                  "another model has work, a hold ends by the slot's place in the round's Eq.3 budget, shared by "
+                  "the models that have work) or off (by the slot's end; docs/cluster-config.md)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--lease", args->lease,
                   "successor leases, overriding the config's [router] `lease`: fixed (tau, the paper's) or "

@@ -144,12 +144,15 @@ struct InstanceConfig {
   // (docs/policy-matrix.md "Fifth stop").
   bool hold_charges_decode = true;
   // kAdaptive: once another model has work, a hold (idle, waiting for a
-  // return) ends by the end of the active slot's Eq.3 share counted with
-  // the models that have work now, the active one included: a slot that
-  // opened alone got the whole round, and its work keeps it, but waiting
-  // for a return that may not come does not. Off by default: it trades
-  // TTFT p50 for the SCT tail (docs/policy-matrix.md "Fourteenth stop").
-  bool hold_within_share = false;
+  // return) ends by the end of the active slot's place in the round's Eq.3
+  // budget, shared equally by the models that have work now, the active
+  // one included: the round's k-th slot by the round's start plus k
+  // shares, and never before its own share's end. A slot that opened alone
+  // got the whole round, and its work keeps it, but waiting for a return
+  // that may not come does not; what the round's earlier slots left of
+  // their shares, it may. false: by the slot's end (docs/policy-matrix.md
+  // "Fourteenth stop" and "Fifteenth stop").
+  bool hold_within_share = true;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 
   Ablation ablation;

@@ -386,8 +386,12 @@ class Instance {
   TimePoint AdaptiveHoldUntil(TimePoint now) const;
   // The latest an adaptive hold may last: the slot's end, or with
   // hold_within_share and another model with work, the end of the slot's
-  // Eq.3 share counted with the models that have work now.
+  // place in the round's Eq.3 budget, shared by the models that have work
+  // now (config.h).
   TimePoint AdaptiveHoldLimit() const;
+  // When the open slot's budget runs out (cold pool: a hot slot's budget
+  // is unbounded).
+  TimePoint SlotEnd() const { return slot_start_ + FromSeconds(slot_budget_s_); }
   // Eq.3's equal share of the round among the models with work now, the
   // active one counted as one of them (it holds or opens the slot): their
   // count, a switch into each (none when it is alone), and the slot's share

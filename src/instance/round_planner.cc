@@ -160,7 +160,7 @@ TimePoint Instance::HoldUntil(TimePoint now) const {
   if (config_.pool != Pool::kCold || !config_.ablation.sp) return kNever;
   if (config_.hold == HoldPolicy::kAdaptive) return AdaptiveHoldUntil(now);
   if (config_.slot_hold_s <= 0) return kNever;
-  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  const TimePoint slot_end = SlotEnd();
   if (now >= slot_end) return kNever;
   // Only a session that finished within the hold can keep the slot open:
   // the latest such one, still idle on the active model, sets the hold.
@@ -235,12 +235,19 @@ Instance::HoldStakes Instance::HoldStakesNow() const {
 }
 
 TimePoint Instance::AdaptiveHoldLimit() const {
-  const TimePoint slot_end = slot_start_ + FromSeconds(slot_budget_s_);
+  const TimePoint slot_end = SlotEnd();
   if (!config_.hold_within_share) return slot_end;
   // OpenSlot's share, counted now: the active model keeps its slot.
   const RoundShare share = RoundShareNow();
   if (share.models == 1) return slot_end;  // nothing else waits: the slot is the round
-  return std::min(slot_end, slot_start_ + FromSeconds(share.slot_s));
+  // Eq.3 bounds the round, not each slot: the round's k-th slot may last
+  // until the round's start plus k shares, so what the round's earlier
+  // slots left of theirs this one may hold for, and never less than its
+  // own share (before 2026-12-07 its own share only, which cut holds after
+  // short slots: docs/policy-matrix.md "Fifteenth stop").
+  const TimePoint own = slot_start_ + FromSeconds(share.slot_s);
+  const TimePoint in_round = round_open_ ? round_.start + FromSeconds(share.slot_s * round_.slots) : own;
+  return std::min(slot_end, std::max(own, in_round));
 }
 
 TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {

@@ -41,7 +41,7 @@ TEST(ClusterConfigTest, ShippedConfigLoadsWithDefaults) {
   EXPECT_EQ(c.instances[0].hold, HoldPolicy::kFixed);
   EXPECT_EQ(c.router.lease_honour, LeaseHonour::kRank);  // not the paper's Algorithm 1 (route)
   EXPECT_TRUE(c.instances[0].hold_charges_decode);
-  EXPECT_FALSE(c.instances[0].hold_within_share);
+  EXPECT_TRUE(c.instances[0].hold_within_share);
   EXPECT_THAT(c.profiles_dir, HasSubstr("profiles"));
 }
 

@@ -281,6 +281,7 @@ TEST(ColdInstanceTest, AnAdaptiveHoldChargingDecodeWeighsTheCaughtCallsDecode) {
     InstanceConfig c = Cold({"m", "n"}, ablation);
     c.hold = HoldPolicy::kAdaptive;
     c.hold_charges_decode = k.charges;
+    c.hold_within_share = false;  // the accounting alone: b0 finishes past m's share (4.5 s)
     Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
     h.Warmup("m");
     std::vector<Harness::Call> calls;
@@ -438,6 +439,40 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheSlotsShare) {
       EXPECT_GT(x_first_s, 5.0);  // held past the share
     }
   }
+}
+
+// hold_within_share counts the round, not the slot alone: m's slot (a0)
+// opens the round at 0 and is short; n's comes second (opened at about
+// 1.1 s) and c0's long decode keeps it busy until about 8.4 s. Once y
+// waits on k, n's share is 4.5 s, so its own share ended at about 5.6 s,
+// but the round's first two shares end at 9 s: n may still hold for b's
+// return at 8.5 s, and no longer than 9 s.
+TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareMayUseWhatTheRoundsEarlierSlotsLeft) {
+  InstanceConfig c = Cold({"m", "n", "k"});
+  c.hold = HoldPolicy::kAdaptive;
+  c.hold_within_share = true;
+  Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("k")});
+  h.Warmup("m");
+  std::vector<Harness::Call> calls;
+  calls.push_back({0.0, "a", 0, "m", 100, 0, 1});
+  calls.push_back({0.0, "c", 0, "n", 100, 0, 600});
+  for (int i = 0; i <= 15; ++i) {
+    calls.push_back({i == 0 ? 0.0 : 1.0 + 0.5 * i, "b", i, "n", 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
+    if (i == 4) calls.push_back({3.0, "y", 0, "k", 100, 0, 1});  // in time order
+  }
+  h.Run(calls);
+  const double n_open_s = ToSeconds(h.Finished("b0").admitted);
+  ASSERT_EQ(h.Finished("a0").path, AdmitPath::kPrefill);
+  ASSERT_LT(ToSeconds(h.Finished("a0").first_token), n_open_s);   // m's slot came first,
+  ASSERT_GE(h.rounds().front().slots, 2);                         // in the same round as n's
+  ASSERT_LT(n_open_s + 4.5, 8.5);                                 // b15 comes after n's own share
+  EXPECT_EQ(h.Finished("b15").path, AdmitPath::kSessionPrefill);  // held for past it
+  // The hold ended by 9 s: y's first token follows after k's switch in
+  // and its prefill (0.1 s each at most here); by the slot's end (10.1 s)
+  // it would come later.
+  const double y_first_s = ToSeconds(h.Finished("y0").first_token);
+  EXPECT_GT(y_first_s, 8.5);
+  EXPECT_LT(y_first_s, 9.2);
 }
 
 }  // namespace
