@@ -241,12 +241,15 @@ TimePoint Instance::AdaptiveHoldLimit() const {
   const RoundShare share = RoundShareNow();
   if (share.models == 1) return slot_end;  // nothing else waits: the slot is the round
   // Eq.3 bounds the round, not each slot: the round's k-th slot may last
-  // until the round's start plus k shares, so what the round's earlier
-  // slots left of theirs this one may hold for, and never less than its
-  // own share (before 2026-12-07 its own share only, which cut holds after
-  // short slots: docs/policy-matrix.md "Fifteenth stop").
+  // until the round's start plus k shares, never past the round's bound
+  // (gamma * T_TTFT), so what the round's earlier slots left of theirs this
+  // one may hold for; and never less than its own share (before 2026-12-07
+  // its own share only, which cut holds after short slots:
+  // docs/policy-matrix.md "Fifteenth stop").
   const TimePoint own = slot_start_ + FromSeconds(share.slot_s);
-  const TimePoint in_round = round_open_ ? round_.start + FromSeconds(share.slot_s * round_.slots) : own;
+  const double round_s = config_.gamma * config_.ttft_target_s;
+  const TimePoint in_round =
+      round_open_ ? round_.start + FromSeconds(std::min(share.slot_s * round_.slots, round_s)) : own;
   return std::min(slot_end, std::max(own, in_round));
 }
 

@@ -475,5 +475,39 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareMayUseWhatTheRoundsEarlierSlotsL
   EXPECT_LT(y_first_s, 9.2);
 }
 
+// ... but never past the round's bound: k's slot comes third in a round
+// (m's a0, n's c0, then k's, opened at about 2.2 s, where e0's long decode
+// keeps it busy to about 8.3 s). Once y waits on p, two models have work
+// and the share is 4.5 s: k's own share ends at about 6.7 s, and three
+// shares would reach 13.5 s, past the round's 9 s. So k holds for z's
+// returns until 9 s, not to its slot's end (about 11.2 s): z15 at 9.5 s
+// misses, and y's first token comes by 9.3 s (uncapped, z15 is caught and
+// y waits past 10 s).
+TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheRoundsBound) {
+  InstanceConfig c = Cold({"m", "n", "k", "p"});
+  c.hold = HoldPolicy::kAdaptive;
+  c.hold_within_share = true;
+  Harness h(
+      c, {testing::TinyProfile("m"), testing::TinyProfile("n"), testing::TinyProfile("k"), testing::TinyProfile("p")});
+  h.Warmup("m");
+  std::vector<Harness::Call> calls;
+  calls.push_back({0.0, "a", 0, "m", 100, 0, 1});
+  calls.push_back({0.0, "c", 0, "n", 100, 0, 1});
+  calls.push_back({0.0, "e", 0, "k", 100, 0, 500});
+  for (int i = 0; i <= 15; ++i) {
+    calls.push_back({i == 0 ? 0.0 : 2.0 + 0.5 * i, "z", i, "k", 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
+    if (i == 2) calls.push_back({3.0, "y", 0, "p", 100, 0, 1});  // in time order
+  }
+  h.Run(calls);
+  const double k_open_s = ToSeconds(h.Finished("z0").admitted);
+  ASSERT_LT(ToSeconds(h.Finished("c0").first_token), k_open_s);   // n's slot came before k's,
+  ASSERT_GE(h.rounds().front().slots, 3);                         // in the same round
+  ASSERT_LT(k_open_s + 4.5, 9.0);                                 // k's own share ends before the bound
+  ASSERT_LT(ToSeconds(h.Finished("e0").finished), 9.0);           // and the slot is idle before it
+  EXPECT_EQ(h.Finished("z13").path, AdmitPath::kSessionPrefill);  // held for within it
+  EXPECT_NE(h.Finished("z15").path, AdmitPath::kSessionPrefill);  // not past it
+  EXPECT_LT(ToSeconds(h.Finished("y0").first_token), 9.3);
+}
+
 }  // namespace
 }  // namespace talaria
