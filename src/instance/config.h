@@ -147,7 +147,8 @@ struct InstanceConfig {
   // return) ends by the end of the active slot's place in the round's Eq.3
   // budget, shared equally by the models that have work now, the active
   // one included: the round's k-th slot by the round's start plus k
-  // shares, and never before its own share's end. A slot that opened alone
+  // shares (never past the round's gamma * T_TTFT), and never before its
+  // own share's end. A slot that opened alone
   // got the whole round, and its work keeps it, but waiting for a return
   // that may not come does not; what the round's earlier slots left of
   // their shares, it may. false: by the slot's end (docs/policy-matrix.md
