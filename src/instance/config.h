@@ -148,11 +148,11 @@ struct InstanceConfig {
   // budget, shared equally by the models that have work now, the active
   // one included: the round's k-th slot by the round's start plus k
   // shares (never past the round's gamma * T_TTFT), and never before its
-  // own share's end. A slot that opened alone
-  // got the whole round, and its work keeps it, but waiting for a return
-  // that may not come does not; what the round's earlier slots left of
-  // their shares, it may. false: by the slot's end (docs/policy-matrix.md
-  // "Fourteenth stop" and "Fifteenth stop").
+  // own share's end. A slot that opened alone got the whole round, and its
+  // work keeps it, but waiting for a return that may not come does not;
+  // what the round's earlier slots left of their shares, it may. false: by
+  // the slot's end (docs/policy-matrix.md "Fourteenth stop" and "Fifteenth
+  // stop").
   bool hold_within_share = true;
   std::int64_t max_prefill_batch_tokens = 65536;  // assumption: chunked-prefill batch size
 

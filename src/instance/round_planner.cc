@@ -254,10 +254,10 @@ TimePoint Instance::AdaptiveHoldLimit() const {
 }
 
 TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
-  // The slot's end, or with hold_within_share the end of its share. The
-  // catches below must then also finish by it: a caught return's decode is
-  // work, which the slot keeps to its end, but past the share it takes the
-  // waiting models' share of the round. (Fitting catches to the slot's end
+  // The slot's end, or with hold_within_share the end of its place in the
+  // round (AdaptiveHoldLimit). The catches below must then also finish by
+  // it: a caught return's decode is work, which the slot keeps to its end,
+  // but past that place it takes the waiting models' share of the round. (Fitting catches to the slot's end
   // instead kept more TTFT and lost most of the SCT tail's gain:
   // docs/policy-matrix.md "Fourteenth stop".)
   const TimePoint limit = AdaptiveHoldLimit();
@@ -309,7 +309,7 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   }
   // Expected returns within h (each conditional on not being back yet), for
   // h on a geometric grid up to the hold's limit (the slot's end, or its
-  // share's: "the slot's end" below reads either).
+  // place in the round's: "the slot's end" below reads either).
   const double horizon_s = ToSeconds(limit - now);
   const double token_s = active.profile->DecodeStepSeconds(1, static_cast<std::int64_t>(active.context_tokens.value)) *
                          active.decode_scale;
