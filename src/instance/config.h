@@ -84,6 +84,8 @@ struct InstanceConfig {
   double ttft_target_s = 20.0;  // assumption: T_TTFT; the paper's Talaria TTFT p95 is 14.2 s
   double tpot_target_s = 0.25;  // assumption: average time per output token T_TPOT
   double gamma = 0.9;           // Eq.5 safety margin, gamma < 1
+  // The round's bound, gamma * T_TTFT (Eq.3, Eq.5).
+  double RoundBoundSeconds() const { return gamma * ttft_target_s; }
   // Eq.3/Eq.5 read literally: the round's predicted switches come off
   // gamma * T_TTFT before its slots share it. false: the slots share
   // gamma * T_TTFT and the switches lengthen the round (measured better on

@@ -304,8 +304,7 @@ void Instance::Finish(Request& r, TimePoint now, InstanceEvents& events) {
   }
   // The finishes a hold may wait for: within the fixed hold, or (adaptive)
   // within a round's bound.
-  const double window_s =
-      config_.hold == HoldPolicy::kFixed ? config_.slot_hold_s : config_.gamma * config_.ttft_target_s;
+  const double window_s = config_.hold == HoldPolicy::kFixed ? config_.slot_hold_s : config_.RoundBoundSeconds();
   sessions_.Finished(s, now, FromSeconds(window_s));
   if (config_.ablation.hkvr) {
     TakeHostDrops();  // drops so far concern the chain as it was before this checkpoint

@@ -75,7 +75,7 @@ Instance::RoundShare Instance::RoundShareNow() const {
   }
   share.models = std::max(share.models, 1);
   if (share.models == 1) share.switches_s = 0;  // no switch: the slot is the round
-  const double round_s = config_.gamma * config_.ttft_target_s;
+  const double round_s = config_.RoundBoundSeconds();
   share.slot_s =
       (config_.switches_in_round_budget ? std::max(0.0, round_s - share.switches_s) : round_s) / share.models;
   return share;
@@ -106,7 +106,7 @@ void Instance::OpenSlot(TimePoint now) {
   // too, not hidden.
   // (The active model has work here: Plan opens a slot only for one.)
   const RoundShare share = RoundShareNow();
-  const double round_s = config_.gamma * config_.ttft_target_s;
+  const double round_s = config_.RoundBoundSeconds();
   slot_budget_s_ = share.slot_s;
   if (!config_.switches_in_round_budget && share.switches_s > 0) ++counters_.deadline_risk;
   // Eq.4: d_m (T_TPOT - t_D) >= U_m = R - d_m t_D, i.e. d_m >= R / T_TPOT.
@@ -247,9 +247,9 @@ TimePoint Instance::AdaptiveHoldLimit() const {
   // its own share only, which cut holds after short slots:
   // docs/policy-matrix.md "Fifteenth stop").
   const TimePoint own = slot_start_ + FromSeconds(share.slot_s);
-  const double round_s = config_.gamma * config_.ttft_target_s;
   const TimePoint in_round =
-      round_open_ ? round_.start + FromSeconds(std::min(share.slot_s * round_.slots, round_s)) : own;
+      round_open_ ? round_.start + FromSeconds(std::min(share.slot_s * round_.slots, config_.RoundBoundSeconds()))
+                  : own;
   return std::min(slot_end, std::max(own, in_round));
 }
 
@@ -257,9 +257,9 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
   // The slot's end, or with hold_within_share the end of its place in the
   // round (AdaptiveHoldLimit). The catches below must then also finish by
   // it: a caught return's decode is work, which the slot keeps to its end,
-  // but past that place it takes the waiting models' share of the round. (Fitting catches to the slot's end
-  // instead kept more TTFT and lost most of the SCT tail's gain:
-  // docs/policy-matrix.md "Fourteenth stop".)
+  // but past that place it takes the waiting models' share of the round.
+  // (Fitting catches to the slot's end instead kept more TTFT and lost most
+  // of the SCT tail's gain: docs/policy-matrix.md "Fourteenth stop".)
   const TimePoint limit = AdaptiveHoldLimit();
   if (now >= limit) return kNever;
   const Model& active = *models_[static_cast<std::size_t>(active_)];

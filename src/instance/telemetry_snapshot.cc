@@ -17,7 +17,7 @@ void Instance::Snapshot(TimePoint now, InstanceTelemetry& out, bool delta) {
   out.version = ++snapshot_version_;
   out.taken_at = now;
   out.models.resize(models_.size());
-  const double bound = config_.gamma * config_.ttft_target_s;
+  const double bound = config_.RoundBoundSeconds();
   const double protected_iterations = std::ceil(bound / config_.tpot_target_s);  // as OpenSlot
   double round = 0;
   std::int32_t with_work = 0;
@@ -117,7 +117,7 @@ double Instance::AdmitWait(std::int32_t target, TimePoint now, const std::vector
   // (an equal share of gamma * T_TTFT, sooner if its work runs out) and a
   // switch into each, as OpenSlot and PlanDecode run them.
   if (!HasWork(*models_[static_cast<std::size_t>(target)])) ++with_work;  // it will have
-  const double share = config_.gamma * config_.ttft_target_s / std::max(with_work, 1);
+  const double share = config_.RoundBoundSeconds() / std::max(with_work, 1);
   const auto a = static_cast<std::size_t>(active_);
   double wait = slot_open_ ? std::clamp(slot_budget_s_ - ToSeconds(now - slot_start_), 0.0, t[a].queued_work_s)
                            : std::min(share, t[a].queued_work_s);

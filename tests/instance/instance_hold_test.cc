@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -411,6 +413,24 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWeighsACatchByTheChanceItsDecodeFits) {
   EXPECT_GE(h.instance().counters().hold_hits, 1);
 }
 
+// A session that comes back after each call (the within-share tests'):
+// calls 0..last on `model`, call i at at_s(i), its prompt 100 + 50 i
+// tokens continuing the one before (51 + 50 i of them reused), one token
+// out.
+void AddReturningSession(std::vector<Harness::Call>& calls, const std::string& session, const std::string& model,
+                         int last, const std::function<double(int)>& at_s) {
+  for (int i = 0; i <= last; ++i) {
+    calls.push_back({at_s(i), session, i, model, 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
+  }
+}
+
+// Harness::Run delivers calls in the order given: by arrival, and among
+// calls that arrive together in the order they were added.
+void ByArrival(std::vector<Harness::Call>& calls) {
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const Harness::Call& a, const Harness::Call& b) { return a.at_s < b.at_s; });
+}
+
 // hold_within_share: a slot that opened with nothing else to do got the
 // whole round (9 s here; b1 opens it at 0.5 s); once x waits on model n,
 // it keeps holding for b's returns (every 0.5 s until 8 s) only to the end
@@ -425,10 +445,9 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheSlotsShare) {
     Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
     h.Warmup("m");
     std::vector<Harness::Call> calls;
-    for (int i = 0; i <= 16; ++i) {
-      calls.push_back({0.5 * i, "b", i, "m", 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
-      if (i == 3) calls.push_back({1.5, "x", 0, "n", 100, 0, 1});  // in time order
-    }
+    AddReturningSession(calls, "b", "m", 16, [](int i) { return 0.5 * i; });
+    calls.push_back({1.5, "x", 0, "n", 100, 0, 1});
+    ByArrival(calls);
     h.Run(calls);
     const double x_first_s = ToSeconds(h.Finished("x0").first_token);
     EXPECT_EQ(h.Finished("b3").path, AdmitPath::kSessionPrefill);  // held for, within the share too
@@ -456,10 +475,9 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareMayUseWhatTheRoundsEarlierSlotsL
   std::vector<Harness::Call> calls;
   calls.push_back({0.0, "a", 0, "m", 100, 0, 1});
   calls.push_back({0.0, "c", 0, "n", 100, 0, 600});
-  for (int i = 0; i <= 15; ++i) {
-    calls.push_back({i == 0 ? 0.0 : 1.0 + 0.5 * i, "b", i, "n", 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
-    if (i == 4) calls.push_back({3.0, "y", 0, "k", 100, 0, 1});  // in time order
-  }
+  AddReturningSession(calls, "b", "n", 15, [](int i) { return i == 0 ? 0.0 : 1.0 + 0.5 * i; });
+  calls.push_back({3.0, "y", 0, "k", 100, 0, 1});
+  ByArrival(calls);
   h.Run(calls);
   const double n_open_s = ToSeconds(h.Finished("b0").admitted);
   ASSERT_EQ(h.Finished("a0").path, AdmitPath::kPrefill);
@@ -494,10 +512,9 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheRoundsBound) {
   calls.push_back({0.0, "a", 0, "m", 100, 0, 1});
   calls.push_back({0.0, "c", 0, "n", 100, 0, 1});
   calls.push_back({0.0, "e", 0, "k", 100, 0, 500});
-  for (int i = 0; i <= 15; ++i) {
-    calls.push_back({i == 0 ? 0.0 : 2.0 + 0.5 * i, "z", i, "k", 100 + 50 * i, i == 0 ? 0 : 51 + 50 * i, 1});
-    if (i == 2) calls.push_back({3.0, "y", 0, "p", 100, 0, 1});  // in time order
-  }
+  AddReturningSession(calls, "z", "k", 15, [](int i) { return i == 0 ? 0.0 : 2.0 + 0.5 * i; });
+  calls.push_back({3.0, "y", 0, "p", 100, 0, 1});
+  ByArrival(calls);
   h.Run(calls);
   const double k_open_s = ToSeconds(h.Finished("z0").admitted);
   ASSERT_LT(ToSeconds(h.Finished("c0").first_token), k_open_s);   // n's slot came before k's,
