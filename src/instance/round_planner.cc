@@ -393,8 +393,14 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
       const double join_saves = fit_join * std::max(0.0, missed_wait_s - join_mid);
       // Each catch spares its readmission to itself and to the calls
       // waiting behind the model's next slot; staging uses the first S of
-      // the slot's extension.
-      const double caught_decode_s = (1 - none) * decode_s;
+      // the slot's extension. The slot is busy for the caught return's
+      // decode and, as the saves above count them, for each joiner's too:
+      // a joiner's ends up to D after the caught one's, and while it runs
+      // still more returns enter by SP (counted neither here nor among the
+      // saves), so each is charged a whole D (before 2026-12-08 none;
+      // half a D, the lag of one joiner alone, left more of the tail's
+      // loss: docs/policy-matrix.md "Sixteenth stop").
+      const double caught_decode_s = ((1 - none) + joining * fit_join) * decode_s;
       gain = saved_s + joining * join_saves + readmits_s * (1 + delayed) -
              std::max(0.0, h + caught_decode_s - staging_s) * waiting -
              std::max(0.0, h + company * caught_decode_s - staging_s) * arriving;

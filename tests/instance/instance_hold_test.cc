@@ -526,5 +526,60 @@ TEST(ColdInstanceTest, AnAdaptiveHoldWithinShareEndsByTheRoundsBound) {
   EXPECT_LT(ToSeconds(h.Finished("y0").first_token), 9.3);
 }
 
+// hold_charges_decode: the returns expected while a caught one decodes (its
+// joiners) enter by SP and keep the slot busy for their own decodes, which
+// the waiting call waits for too. Session a says it is back in 0.3 s and
+// three others say they are back during a's next decode (L tokens, 0.01 s
+// each); x waits on n. At L = 100 the hold pays and a1 enters by SP; at
+// L = 150 the joiners' decodes (1.5 s each) outweigh what they save, so x
+// goes at once. (Charging only the caught return's decode held at 150 too.)
+TEST(ColdInstanceTest, AnAdaptiveHoldChargesTheJoinersDecodes) {
+  constexpr int kJoiners = 3;
+  for (std::int64_t output : {100, 150}) {
+    SCOPED_TRACE(output);
+    InstanceConfig c = Cold({"m", "n"});
+    c.hold = HoldPolicy::kAdaptive;
+    const double decode_s = 0.01 * static_cast<double>(output);
+    auto back_s = [&](int i) { return 0.3 + 0.5 * decode_s * (i + 1) / kJoiners; };
+    // Every first call at 3 s (n's staging is done): a's, the joiners', x's.
+    std::vector<Harness::Call> calls;
+    Harness::Call a0{3, "a", 0, "m", 100, 0, output};
+    a0.hint_tool_s = 0.3;
+    calls.push_back(a0);
+    for (int i = 0; i < kJoiners; ++i) {
+      Harness::Call j0{3, "j" + std::to_string(i), 0, "m", 100, 0, output};
+      j0.hint_tool_s = back_s(i);
+      calls.push_back(j0);
+    }
+    calls.push_back({3.01, "x", 0, "n", 100, 0, 1});
+    // The first calls decode together and finish together: when is read from
+    // a run without the returns.
+    double done = 0;
+    {
+      Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+      h.Warmup("m");
+      h.Run(calls);
+      done = ToSeconds(h.Finished("a0").finished);
+    }
+    calls.push_back({done + 0.3, "a", 1, "m", 150, 100 + output, output});
+    for (int i = 0; i < kJoiners; ++i) {
+      calls.push_back({done + back_s(i), "j" + std::to_string(i), 1, "m", 150, 100 + output, output});
+    }
+    ByArrival(calls);
+    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
+    h.Warmup("m");
+    h.Run(calls);
+    ASSERT_NEAR(ToSeconds(h.Finished("a0").finished), done, 1e-6);
+    const double switched = ToSeconds(h.switches().front().start);
+    if (output == 100) {
+      EXPECT_GT(switched, done + 0.3);  // held for a1
+      EXPECT_EQ(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+    } else {
+      EXPECT_LT(switched, done + 0.05);  // x goes at once
+      EXPECT_NE(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace talaria
