@@ -374,8 +374,9 @@ void AddReplayCommand(CLI::App& app) {
       }()));
   cmd->add_option("--hold-charges-decode", args->hold_charges_decode,
                   "adaptive holds' service accounting, overriding every instance's hold_charges_decode: on "
-                  "(charge a caught return's lone decode, credit its readmission and the returns that enter "
-                  "while it decodes) or off (the hold's length only; docs/cluster-config.md)")
+                  "(charge a caught return's lone decode and the decodes of the returns that join it by SP; "
+                  "credit its readmission and what those joiners save) or off (the hold's length only; "
+                  "docs/cluster-config.md)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--hold-within-share", args->hold_within_share,
                   "adaptive holds' limit, overriding every instance's hold_within_share: on (the default: once "

@@ -127,8 +127,8 @@ struct InstanceConfig {
   // kAdaptive, true (the default): the hold also pays for what a catch
   // costs the waiting calls and credits what else it saves, so h maximises
   //   sum_s integral_0^min(h, H - D) (W - t) dP_s(t | not yet)
-  //     + J (W - t_J) + (1 + N) sum_s P_s(caught) R_s
-  //     - N max(0, h + P(any return by h) C D - S)
+  //     + J F_J (W - t_J) + (1 + N) sum_s P_s(caught) R_s
+  //     - N max(0, h + (P(any return by h) + J F_J) C D - S)
   // a caught return decodes alone for D, which the N calls wait for too
   // when the model's next slot would have batched it: C = 1 - exp(-a W),
   // the chance that its model's calls (arriving at a per second) give a
@@ -137,12 +137,14 @@ struct InstanceConfig {
   // well, as without the charge); a return caught t into the hold saves
   // W - t, not W; the J returns expected while a caught one decodes (each
   // weighed by the chance another session was caught) enter by SP and save
-  // theirs (t_J: midway through that decode); and a caught return keeps
-  // its device KV, where one that misses is readmitted in the model's next
-  // slot: R_s, its held context's restore from host KV (HKVR) or, without
-  // HKVR, its recompute, which it and the N calls behind that slot would
-  // wait for. false: the rule above (the hold and S only). Measured over
-  // the seeds of every family and traces/swe-fixed-30.jsonl
+  // theirs (t_J: midway through that decode; F_J: the chance their decode
+  // fits), and keep the slot busy for their own decodes, D each (since
+  // 2026-12-08; docs/policy-matrix.md "Sixteenth stop"); and a caught
+  // return keeps its device KV, where one that misses is readmitted in the
+  // model's next slot: R_s, its held context's restore from host KV (HKVR)
+  // or, without HKVR, its recompute, which it and the N calls behind that
+  // slot would wait for. false: the rule above (the hold and S only).
+  // Measured over the seeds of every family and traces/swe-fixed-30.jsonl
   // (docs/policy-matrix.md "Fifth stop").
   bool hold_charges_decode = true;
   // kAdaptive: once another model has work, a hold (idle, waiting for a
