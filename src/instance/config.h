@@ -126,24 +126,27 @@ struct InstanceConfig {
   HoldPolicy hold = HoldPolicy::kFixed;
   // kAdaptive, true (the default): the hold also pays for what a catch
   // costs the waiting calls and credits what else it saves, so h maximises
-  //   sum_s integral_0^min(h, H - D) (W - t) dP_s(t | not yet)
-  //     + J F_J (W - t_J) + (1 + N) sum_s P_s(caught) R_s
-  //     - N max(0, h + (P(any return by h) + J F_J) C D - S)
-  // a caught return decodes alone for D, which the N calls wait for too
-  // when the model's next slot would have batched it: C = 1 - exp(-a W),
-  // the chance that its model's calls (arriving at a per second) give a
-  // missed return company there; alone it would take a slot of its own for
-  // its decode all the same (N here counts the calls arriving within W as
-  // well, as without the charge); a return caught t into the hold saves
-  // W - t, not W; the J returns expected while a caught one decodes (each
+  //   sum_s integral_0^h F(H - t) (W - t) dP_s(t | not yet)
+  //     + J F_J (W - t_J) + (1 + N + A W) sum_s P_s(caught) R_s
+  //     - N max(0, h + (P(any return by h) + J F_J) D - S)
+  //     - A W max(0, h + (P(any return by h) + J F_J) C D - S)
+  // a caught return decodes alone for D, which the N calls waiting now wait
+  // for too, and the A W calls arriving while a missed return would wait
+  // only when the model's next slot would have batched it: C = 1 -
+  // exp(-a W), the chance that its model's calls (arriving at a per second)
+  // give a missed return company there; alone it would take a slot of its
+  // own for its decode all the same; a return caught t into the hold saves
+  // W - t, not W, and counts by F(H - t), the chance that its decode
+  // (the model's output lengths lately, as a log-normal) fits in the H - t
+  // left of the slot; the J returns expected while a caught one decodes (each
   // weighed by the chance another session was caught) enter by SP and save
   // theirs (t_J: midway through that decode; F_J: the chance their decode
   // fits), and keep the slot busy for their own decodes, D each (since
   // 2026-12-08; docs/policy-matrix.md "Sixteenth stop"); and a caught
   // return keeps its device KV, where one that misses is readmitted in the
   // model's next slot: R_s, its held context's restore from host KV (HKVR)
-  // or, without HKVR, its recompute, which it and the N calls behind that
-  // slot would wait for. false: the rule above (the hold and S only).
+  // or, without HKVR, its recompute, which it and the N + A W calls behind
+  // that slot would wait for. false: the rule above (the hold and S only).
   // Measured over the seeds of every family and traces/swe-fixed-30.jsonl
   // (docs/policy-matrix.md "Fifth stop").
   bool hold_charges_decode = true;
