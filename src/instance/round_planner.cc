@@ -400,7 +400,8 @@ TimePoint Instance::AdaptiveHoldUntil(TimePoint now) const {
       // saves), so each is charged a whole D (before 2026-12-08 none;
       // half a D, the lag of one joiner alone, left more of the tail's
       // loss: docs/policy-matrix.md "Sixteenth stop").
-      const double caught_decode_s = ((1 - none) + joining * fit_join) * decode_s;
+      const double joiners = joining * fit_join;  // those whose decode fits: the slot keeps them
+      const double caught_decode_s = ((1 - none) + joiners) * decode_s;
       gain = saved_s + joining * join_saves + readmits_s * (1 + delayed) -
              std::max(0.0, h + caught_decode_s - staging_s) * waiting -
              std::max(0.0, h + company * caught_decode_s - staging_s) * arriving;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -552,31 +553,31 @@ TEST(ColdInstanceTest, AnAdaptiveHoldChargesTheJoinersDecodes) {
       calls.push_back(j0);
     }
     calls.push_back({3.01, "x", 0, "n", 100, 0, 1});
+    // (The harness holds references into itself: it stays where it is built.)
+    auto run = [&] {
+      auto h = std::make_unique<Harness>(c, std::vector{testing::TinyProfile("m"), testing::TinyProfile("n")});
+      h->Warmup("m");
+      h->Run(calls);
+      return h;
+    };
     // The first calls decode together and finish together: when is read from
     // a run without the returns.
-    double done = 0;
-    {
-      Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
-      h.Warmup("m");
-      h.Run(calls);
-      done = ToSeconds(h.Finished("a0").finished);
-    }
+    const double done = ToSeconds(run()->Finished("a0").finished);
     calls.push_back({done + 0.3, "a", 1, "m", 150, 100 + output, output});
     for (int i = 0; i < kJoiners; ++i) {
       calls.push_back({done + back_s(i), "j" + std::to_string(i), 1, "m", 150, 100 + output, output});
     }
     ByArrival(calls);
-    Harness h(c, {testing::TinyProfile("m"), testing::TinyProfile("n")});
-    h.Warmup("m");
-    h.Run(calls);
-    ASSERT_NEAR(ToSeconds(h.Finished("a0").finished), done, 1e-6);
-    const double switched = ToSeconds(h.switches().front().start);
+    const auto h = run();
+    ASSERT_NEAR(ToSeconds(h->Finished("a0").finished), done, 1e-6);
+    ASSERT_FALSE(h->switches().empty());
+    const double switched = ToSeconds(h->switches().front().start);
     if (output == 100) {
       EXPECT_GT(switched, done + 0.3);  // held for a1
-      EXPECT_EQ(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+      EXPECT_EQ(h->Finished("a1").path, AdmitPath::kSessionPrefill);
     } else {
       EXPECT_LT(switched, done + 0.05);  // x goes at once
-      EXPECT_NE(h.Finished("a1").path, AdmitPath::kSessionPrefill);
+      EXPECT_NE(h->Finished("a1").path, AdmitPath::kSessionPrefill);
     }
   }
 }
